@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
+)
+
+// runConfig is every setting of `outboxd run`, parsed and checked.
+type runConfig struct {
+	PGURL           string
+	NATSURL         string
+	Stream          string
+	Slot            string
+	Publication     string
+	Table           string
+	Subject         string
+	Checkpoint      string
+	CreateStream    bool
+	AllowGap        bool
+	MaxInFlight     int
+	StatusInterval  time.Duration
+	CheckpointEvery time.Duration
+	ShutdownTimeout time.Duration
+	LogLevel        string
+
+	// Parsed forms, set by validate.
+	table    replication.Table
+	template *sink.Template
+	location checkpoint.Location
+}
+
+func defaultRunConfig() runConfig {
+	return runConfig{
+		PGURL:           "postgres://postgres@127.0.0.1:5432/postgres",
+		NATSURL:         "nats://127.0.0.1:4222",
+		Stream:          "OUTBOX",
+		Slot:            "outboxd",
+		Publication:     "outboxd",
+		Table:           "public.outbox",
+		Subject:         "outbox.{aggregate_type}.{event_type}",
+		Checkpoint:      "kv:outboxd",
+		MaxInFlight:     4096,
+		StatusInterval:  time.Second,
+		CheckpointEvery: 200 * time.Millisecond,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        "info",
+	}
+}
+
+func (c *runConfig) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.PGURL, "pg-url", c.PGURL, "PostgreSQL URL of the database holding the outbox table (the role needs REPLICATION)")
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
+	fs.StringVar(&c.Stream, "stream", c.Stream, "JetStream stream the events are published to")
+	fs.StringVar(&c.Slot, "slot", c.Slot, "logical replication slot (created with pgoutput if missing)")
+	fs.StringVar(&c.Publication, "publication", c.Publication, "publication that holds the outbox table")
+	fs.StringVar(&c.Table, "table", c.Table, "outbox table, schema.table (quote mixed-case names: '\"Sales\".\"Outbox\"')")
+	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {column} is replaced by the row's column value")
+	fs.StringVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "where the LSN checkpoint is kept: kv:BUCKET (NATS KV) or file:PATH")
+	fs.BoolVar(&c.CreateStream, "create-stream", c.CreateStream, "create the stream if it is missing, capturing the template's literal prefix (e.g. outbox.>)")
+	fs.BoolVar(&c.AllowGap, "allow-gap", c.AllowGap, "start even though the slot is ahead of the checkpoint or was recreated (events in the gap are not published)")
+	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most messages published but not yet acknowledged (1-65536)")
+	fs.DurationVar(&c.StatusInterval, "status-interval", c.StatusInterval, "how often the confirmed position is sent to PostgreSQL (10ms-1m)")
+	fs.DurationVar(&c.CheckpointEvery, "checkpoint-interval", c.CheckpointEvery, "how often the acknowledged position is saved (10ms-1m)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long SIGINT/SIGTERM waits for in-flight acknowledgements")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+}
+
+// validate parses the settings that have a syntax and reports the first
+// bad one with its flag name, the value and what is accepted.
+func (c *runConfig) validate() error {
+	if _, err := url.Parse(c.NATSURL); err != nil || c.NATSURL == "" {
+		return fmt.Errorf("--nats-url %q is not a URL: use nats://host:4222", c.NATSURL)
+	}
+	var err error
+	if c.table, err = replication.ParseTable(c.Table); err != nil {
+		return fmt.Errorf("--table: %w", err)
+	}
+	if c.template, err = sink.ParseTemplate(c.Subject); err != nil {
+		return fmt.Errorf("--subject: %w", err)
+	}
+	if c.location, err = checkpoint.ParseLocation(c.Checkpoint); err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	if c.Stream == "" {
+		return fmt.Errorf("--stream is empty: name the JetStream stream, e.g. OUTBOX")
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
+		return fmt.Errorf("--max-in-flight %d is out of range: use 1 to 65536", c.MaxInFlight)
+	}
+	for name, d := range map[string]time.Duration{"--status-interval": c.StatusInterval, "--checkpoint-interval": c.CheckpointEvery} {
+		if d < 10*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("%s %s is out of range: use 10ms to 1m", name, d)
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("--shutdown-timeout %s must be positive, e.g. 30s", c.ShutdownTimeout)
+	}
+	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
+		return fmt.Errorf("--log-level %q is not a level: use debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// newLogger logs JSON to stderr, or a console format when stderr is a terminal.
+func newLogger(level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	var log zerolog.Logger
+	if isatty.IsTerminal(os.Stderr.Fd()) {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+	} else {
+		log = zerolog.New(os.Stderr)
+	}
+	return log.Level(lvl).With().Timestamp().Logger()
+}

@@ -1,0 +1,21 @@
+// Command outboxd relays transactional-outbox rows from PostgreSQL logical
+// replication to NATS JetStream. See the README for the commands and flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outboxd: error:", err)
+		os.Exit(1)
+	}
+}

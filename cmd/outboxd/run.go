@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
+)
+
+func newRunCommand() *cobra.Command {
+	cfg := defaultRunConfig()
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Stream outbox rows to JetStream until SIGINT or SIGTERM",
+		Long: `Stream committed outbox rows to JetStream until SIGINT or SIGTERM. On a signal,
+outboxd stops reading, waits for the acknowledgements in flight (at most
+--shutdown-timeout), saves the checkpoint, confirms it to PostgreSQL and exits 0.
+Connection losses are retried with backoff; errors that retrying cannot fix
+(configuration, missing objects, a row that cannot be published) exit 1.`,
+		Args:    cobra.NoArgs,
+		PreRunE: applyEnv,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			log := newLogger(cfg.LogLevel)
+			return runRelay(cmd.Context(), cfg, log)
+		},
+	}
+	cfg.addFlags(cmd.Flags())
+	documentEnv(cmd.Flags())
+	return cmd
+}
+
+// fatalError marks a condition outboxd detects itself that retrying cannot fix.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+// permanent reports whether err stops outboxd instead of being retried.
+func permanent(err error) bool {
+	var (
+		fatal     *fatalError
+		schemaErr *decoder.SchemaError
+		rowErr    *decoder.RowError
+		pubErr    *sink.RowError
+		streamErr *sink.StreamError
+	)
+	return errors.As(err, &fatal) || errors.As(err, &schemaErr) || errors.As(err, &rowErr) ||
+		errors.As(err, &pubErr) || errors.As(err, &streamErr) ||
+		errors.Is(err, decoder.ErrMalformed) || replication.Permanent(err)
+}
+
+// runRelay connects to NATS once and runs relay sessions until ctx is done.
+// A session that fails with a transient error (connection lost, server
+// restarting, slot held by another process) is retried with capped
+// exponential backoff; state changes are logged once, not every attempt.
+func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
+	nc, err := connectNATS(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	const minBackoff, maxBackoff = 200 * time.Millisecond, 10 * time.Second
+	backoff := minBackoff
+	var lastErr string
+	for {
+		started := time.Now()
+		err := runSession(ctx, cfg, nc, log)
+		switch {
+		case err == nil:
+			log.Info().Msg("stopped")
+			return nil
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			return nil
+		case permanent(err):
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			backoff = minBackoff // it ran for a while: this is a new outage
+		}
+		if err.Error() != lastErr {
+			log.Warn().Err(err).Dur("retry_in", backoff).Msg("session interrupted; retrying")
+			lastErr = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger) (*nats.Conn, error) {
+	log = log.With().Str("component", "nats").Logger()
+	opts := []nats.Option{
+		nats.Name("outboxd"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() {
+				return // our own Close at shutdown
+			}
+			log.Warn().Err(err).Msg("disconnected from NATS; nothing is confirmed past the last acknowledgement")
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS")
+		}),
+	}
+	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	if err != nil {
+		return nil, &fatalError{fmt.Errorf("connect to NATS at --nats-url: %w", err)}
+	}
+	return nc, nil
+}
+
+// openStore opens the checkpoint store named by --checkpoint.
+func openStore(ctx context.Context, cfg runConfig, nc *nats.Conn) (checkpoint.Store, error) {
+	if cfg.location.Kind == "file" {
+		return checkpoint.NewFileStore(cfg.location.Path), nil
+	}
+	js, err := newJetStream(nc)
+	if err != nil {
+		return nil, err
+	}
+	store, err := checkpoint.NewKVStore(ctx, js, cfg.location.Bucket, cfg.Slot)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint bucket %q: %w", cfg.location.Bucket, err)
+	}
+	return store, nil
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
+)
+
+// channelSize bounds each hand-off between pipeline stages; with the
+// publisher's window it bounds memory (invariant 6).
+const channelSize = 1024
+
+func newJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	return jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(65536))
+}
+
+// runSession runs one replication session: preflight, resume point, then
+// the pipeline replication → decoder → sink → checkpoint until ctx is done
+// (a clean stop returns nil) or a stage fails.
+func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.Logger) error {
+	js, err := newJetStream(nc)
+	if err != nil {
+		return err
+	}
+	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.template, cfg.CreateStream)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.Warn().Str("stream", cfg.Stream).Msg(w)
+	}
+	store, err := openStore(ctx, cfg, nc)
+	if err != nil {
+		return err
+	}
+	dec, err := decoder.New(decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name})
+	if err != nil {
+		return &fatalError{err}
+	}
+	slot, err := preflight(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	stream, err := replication.Connect(ctx, replication.Config{
+		ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication,
+		StatusInterval: cfg.StatusInterval, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	start, err := resumePoint(ctx, cfg, stream, store, slot, log)
+	if err != nil {
+		stream.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	tracker := checkpoint.NewTracker(start.LSN)
+	ckpt := checkpoint.NewCheckpointer(checkpoint.CheckpointerConfig{
+		Store: store, Tracker: tracker, Identity: start, Start: start.LSN,
+		Interval: cfg.CheckpointEvery, Logger: log,
+	})
+	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, Logger: log,
+	})
+	if err != nil {
+		stream.Close(context.WithoutCancel(ctx))
+		return &fatalError{err}
+	}
+	if err := stream.Start(ctx, start.LSN, ckpt.Durable); err != nil {
+		stream.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("stream", cfg.Stream).
+		Str("checkpoint", store.String()).Msg("streaming")
+
+	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publisher: publisher,
+		checkpointer: ckpt, skipBefore: start.LSN, shutdownTimeout: cfg.ShutdownTimeout, log: log}
+	return p.run(ctx)
+}
+
+// preflight checks the database on a normal connection.
+func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error) {
+	conn, err := pgx.Connect(ctx, cfg.PGURL)
+	if err != nil {
+		return replication.SlotState{}, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return replication.Preflight(ctx, conn, replication.PreflightConfig{
+		Slot: cfg.Slot, Publication: cfg.Publication, Table: cfg.table,
+		Columns: columnNames(decoder.DefaultColumns()),
+	})
+}
+
+// resumePoint decides where streaming starts (DESIGN.md invariant 5): the
+// checkpoint or the slot's confirmed_flush_lsn, whichever is later; a slot
+// ahead of the checkpoint, or missing while a checkpoint exists, is a gap
+// that stops outboxd unless --allow-gap. It creates the slot when missing.
+func resumePoint(ctx context.Context, cfg runConfig, stream *replication.Stream, store checkpoint.Store,
+	slot replication.SlotState, log zerolog.Logger) (checkpoint.Checkpoint, error) {
+	identity := checkpoint.Checkpoint{SystemID: stream.SystemID(), Timeline: stream.Timeline(), Slot: cfg.Slot}
+	saved, err := store.Load(ctx)
+	hasCheckpoint := err == nil
+	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+		return identity, fmt.Errorf("load checkpoint from %s: %w", store, err)
+	}
+	if hasCheckpoint {
+		if err := saved.Matches(identity.SystemID, identity.Timeline, identity.Slot); err != nil {
+			return identity, &fatalError{fmt.Errorf("checkpoint %s: %w", store, err)}
+		}
+	}
+	gapFix := fmt.Sprintf("find and republish the rows committed in between, then restart with --allow-gap; or delete the checkpoint in %s to start from the slot", store)
+	if !slot.Exists {
+		if hasCheckpoint && !cfg.AllowGap {
+			return identity, &fatalError{fmt.Errorf("replication slot %q does not exist but checkpoint %s is at %s: the slot was dropped, so events committed since then are not in WAL any more; %s",
+				cfg.Slot, store, saved.LSN, gapFix)}
+		}
+		consistent, err := stream.CreateSlot(ctx)
+		if err != nil {
+			return identity, err
+		}
+		log.Info().Str("slot", cfg.Slot).Str("lsn", consistent.String()).Msg("created replication slot")
+		slot = replication.SlotState{Exists: true, ConfirmedFlush: consistent}
+	}
+	identity.LSN = slot.ConfirmedFlush
+	if hasCheckpoint {
+		if slot.ConfirmedFlush > saved.LSN && !cfg.AllowGap {
+			return identity, &fatalError{fmt.Errorf("replication slot %q is at %s, ahead of checkpoint %s at %s: something outside outboxd advanced or recreated the slot, so events in between were never published; %s",
+				cfg.Slot, slot.ConfirmedFlush, store, saved.LSN, gapFix)}
+		}
+		identity.LSN = max(saved.LSN, slot.ConfirmedFlush)
+	}
+	return identity, nil
+}
+
+// pipeline is one session's running stages.
+type pipeline struct {
+	stream          *replication.Stream
+	decoder         *decoder.Decoder
+	tracker         *checkpoint.Tracker
+	publisher       *sink.Publisher
+	checkpointer    *checkpoint.Checkpointer
+	skipBefore      pglogrepl.LSN
+	shutdownTimeout time.Duration
+	log             zerolog.Logger
+}
+
+// run starts the stages and waits for them. When ctx is done it stops
+// receiving, lets the publisher drain what is in flight, saves the
+// checkpoint, and sends the final status update; all of that within
+// shutdownTimeout, after which everything is cancelled.
+func (p *pipeline) run(ctx context.Context) error {
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	g, gctx := errgroup.WithContext(hard)
+	receiving, stopReceiving := context.WithCancel(gctx)
+	defer stopReceiving()
+	stopOnSignal := context.AfterFunc(ctx, stopReceiving)
+	defer stopOnSignal()
+	checkpointing, stopCheckpointing := context.WithCancel(gctx)
+	defer stopCheckpointing()
+
+	raw := make(chan replication.Message, channelSize)
+	items := make(chan sink.Item, channelSize)
+	g.Go(func() error { return p.stream.Run(receiving, raw) })
+	g.Go(func() error { return p.decode(gctx, raw, items) })
+	g.Go(func() error {
+		if err := p.publisher.Run(gctx, items, p.tracker); err != nil {
+			return err
+		}
+		// Drained: everything received is acknowledged. Save it before
+		// the final status update confirms it (invariant 5).
+		defer stopCheckpointing()
+		return p.checkpointer.Flush(gctx)
+	})
+	g.Go(func() error { return p.checkpointer.Run(checkpointing) })
+
+	done := make(chan struct{})
+	var watchdog sync.WaitGroup
+	watchdog.Add(1)
+	go func() {
+		defer watchdog.Done()
+		p.cancelAfterShutdownTimeout(ctx, done, cancelHard)
+	}()
+	err := g.Wait()
+	close(done)
+	watchdog.Wait()
+
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	closeErr := p.stream.Close(closeCtx)
+	if err != nil {
+		return err
+	}
+	if closeErr != nil {
+		return fmt.Errorf("final status update: %w", closeErr)
+	}
+	p.log.Info().Str("lsn", p.checkpointer.Durable().String()).Msg("drained and confirmed")
+	return nil
+}
+
+// cancelAfterShutdownTimeout cancels the pipeline when a stop takes longer
+// than the shutdown timeout (NATS unreachable, say): what was not
+// acknowledged stays unconfirmed and is replayed on the next start.
+func (p *pipeline) cancelAfterShutdownTimeout(ctx context.Context, done <-chan struct{}, cancel context.CancelFunc) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	timer := time.NewTimer(p.shutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		p.log.Warn().Dur("shutdown_timeout", p.shutdownTimeout).Int("in_flight", p.tracker.InFlight()).
+			Msg("shutdown timeout: stopping with messages unacknowledged; they are replayed on the next start")
+		cancel()
+	}
+}
+
+// decode turns replication messages into publisher items, registering each
+// event and transaction end with the tracker before handing it on, so the
+// tracker always knows what is in flight.
+func (p *pipeline) decode(ctx context.Context, raw <-chan replication.Message, items chan<- sink.Item) error {
+	defer close(items)
+	skipping := false
+	for msg := range raw {
+		if msg.Data == nil {
+			if !p.decoder.InTransaction() {
+				p.tracker.Idle(msg.ServerWALEnd)
+			}
+			continue
+		}
+		change, err := p.decoder.Decode(msg.WALStart, msg.Data)
+		if err != nil {
+			return err
+		}
+		switch change.Kind {
+		case decoder.Begin:
+			// Published before the checkpoint was saved: drop it whole
+			// (a transaction ends after its commit record starts).
+			skipping = change.Tx.CommitLSN < p.skipBefore
+		case decoder.Insert:
+			if skipping {
+				continue
+			}
+			item := sink.Item{Seq: p.tracker.Add(), Event: change.Event}
+			select {
+			case items <- item:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case decoder.Commit:
+			if !skipping {
+				p.tracker.Commit(change.EndLSN)
+			}
+			skipping = false
+		}
+	}
+	return nil
+}
+
+// columnNames lists the table columns the decoder reads.
+func columnNames(c decoder.Columns) []string {
+	var names []string
+	for _, name := range []string{c.ID, c.AggregateType, c.AggregateID, c.EventType, c.Payload, c.Headers, c.CreatedAt} {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}

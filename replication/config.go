@@ -1,0 +1,55 @@
+package replication
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config configures one replication session.
+type Config struct {
+	// ConnString is the PostgreSQL URL or DSN. replication=database is added.
+	ConnString string
+	// Slot is the logical replication slot name. Default "outboxd".
+	Slot string
+	// Publication is the publication to stream. Default "outboxd".
+	Publication string
+	// StatusInterval is how often a standby status update is sent, also while
+	// back-pressured. It must stay well under the server's wal_sender_timeout.
+	// Default 1s.
+	StatusInterval time.Duration
+	// Logger receives state changes. Default zerolog.Nop().
+	Logger zerolog.Logger
+}
+
+// slotName is what PostgreSQL accepts for a replication slot name.
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+func (c *Config) setDefaults() {
+	if c.Slot == "" {
+		c.Slot = "outboxd"
+	}
+	if c.Publication == "" {
+		c.Publication = "outboxd"
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = time.Second
+	}
+}
+
+// Validate reports the first invalid setting, naming it and what is accepted.
+func (c *Config) Validate() error {
+	c.setDefaults()
+	if c.ConnString == "" {
+		return fmt.Errorf("replication: connection string is empty: set --pg-url (OUTBOXD_PG_URL)")
+	}
+	if !slotName.MatchString(c.Slot) {
+		return fmt.Errorf("replication: slot name %q is invalid: use 1-63 lower-case letters, digits or underscores", c.Slot)
+	}
+	if c.StatusInterval < 10*time.Millisecond || c.StatusInterval > time.Minute {
+		return fmt.Errorf("replication: status interval %s is out of range: use 10ms to 1m", c.StatusInterval)
+	}
+	return nil
+}

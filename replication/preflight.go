@@ -1,0 +1,252 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+)
+
+// Table is a schema-qualified table name, unquoted.
+type Table struct {
+	Schema string
+	Name   string
+}
+
+// String returns the name quoted as SQL would need it.
+func (t Table) String() string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
+
+// ParseTable reads "schema.table", "table" (schema public) or the quoted
+// forms ("My Schema"."Outbox"). Unquoted parts are folded to lower case, as
+// PostgreSQL does.
+func ParseTable(s string) (Table, error) {
+	parts, err := splitIdentifier(s)
+	if err != nil {
+		return Table{}, fmt.Errorf("table %q: %w; use schema.table, e.g. public.outbox", s, err)
+	}
+	switch len(parts) {
+	case 1:
+		return Table{Schema: "public", Name: parts[0]}, nil
+	case 2:
+		return Table{Schema: parts[0], Name: parts[1]}, nil
+	}
+	return Table{}, fmt.Errorf("table %q has %d dot-separated parts; use schema.table, e.g. public.outbox", s, len(parts))
+}
+
+func splitIdentifier(s string) ([]string, error) {
+	var parts []string
+	for i := 0; ; {
+		var part string
+		if i < len(s) && s[i] == '"' {
+			var b strings.Builder
+			i++
+			for {
+				if i >= len(s) {
+					return nil, errors.New("unterminated quoted identifier")
+				}
+				if s[i] == '"' {
+					if i+1 < len(s) && s[i+1] == '"' {
+						b.WriteByte('"')
+						i += 2
+						continue
+					}
+					i++
+					break
+				}
+				b.WriteByte(s[i])
+				i++
+			}
+			part = b.String()
+		} else {
+			j := strings.IndexByte(s[i:], '.')
+			if j < 0 {
+				j = len(s) - i
+			}
+			part = strings.ToLower(strings.TrimSpace(s[i : i+j]))
+			i += j
+		}
+		if part == "" {
+			return nil, errors.New("empty name")
+		}
+		parts = append(parts, part)
+		if i == len(s) {
+			return parts, nil
+		}
+		if s[i] != '.' {
+			return nil, fmt.Errorf("unexpected %q after a quoted name", s[i])
+		}
+		i++
+	}
+}
+
+// PreflightConfig names what Preflight checks.
+type PreflightConfig struct {
+	Slot        string
+	Publication string
+	Table       Table
+	// Columns are the table columns outboxd reads; each must exist.
+	Columns []string
+}
+
+// SlotState is what the server knows about the replication slot.
+type SlotState struct {
+	Exists         bool
+	ConfirmedFlush pglogrepl.LSN
+	Active         bool
+}
+
+// Preflight checks, on a normal (non-replication) connection, everything
+// that must hold before streaming: wal_level, the publication and its table,
+// the table's columns, and the slot if it exists. Each failure is a
+// *PreflightError that names the object and the fix.
+func Preflight(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) (SlotState, error) {
+	checks := []func(context.Context, *pgx.Conn, PreflightConfig) error{
+		checkWALLevel, checkTable, checkPublication,
+	}
+	for _, check := range checks {
+		if err := check(ctx, conn, cfg); err != nil {
+			return SlotState{}, err
+		}
+	}
+	return checkSlot(ctx, conn, cfg)
+}
+
+func checkWALLevel(ctx context.Context, conn *pgx.Conn, _ PreflightConfig) error {
+	var level string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
+		return fmt.Errorf("read wal_level: %w", err)
+	}
+	if level != "logical" {
+		return &PreflightError{
+			Object:  "server setting wal_level",
+			Problem: fmt.Sprintf("is %q, logical replication needs \"logical\"", level),
+			Fix:     "set wal_level = logical in postgresql.conf (ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL",
+		}
+	}
+	return nil
+}
+
+func checkTable(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
+	rows, err := conn.Query(ctx, `
+		SELECT a.attname FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
+		cfg.Table.Schema, cfg.Table.Name)
+	if err != nil {
+		return fmt.Errorf("read columns of %s: %w", cfg.Table, err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read columns of %s: %w", cfg.Table, err)
+	}
+	if len(have) == 0 {
+		return &PreflightError{
+			Object:  "table " + cfg.Table.String(),
+			Problem: "does not exist",
+			Fix:     "run `outboxd migrate` to create the default outbox table, or point --table at your table",
+		}
+	}
+	for _, col := range cfg.Columns {
+		if !contains(have, col) {
+			return &PreflightError{
+				Object:  "table " + cfg.Table.String(),
+				Problem: fmt.Sprintf("has no column %q (it has: %s)", col, strings.Join(have, ", ")),
+				Fix:     "add the column, or map outboxd's field to an existing column",
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
+	object := fmt.Sprintf("publication %q", cfg.Publication)
+	var inserts bool
+	err := conn.QueryRow(ctx, "SELECT pubinsert FROM pg_publication WHERE pubname = $1", cfg.Publication).Scan(&inserts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &PreflightError{Object: object, Problem: "does not exist",
+			Fix: fmt.Sprintf("run `outboxd migrate`, or CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
+				pgx.Identifier{cfg.Publication}.Sanitize(), cfg.Table)}
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", object, err)
+	}
+	if !inserts {
+		return &PreflightError{Object: object, Problem: "does not publish inserts",
+			Fix: fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert')", pgx.Identifier{cfg.Publication}.Sanitize())}
+	}
+	var covered bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables
+		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
+		cfg.Publication, cfg.Table.Schema, cfg.Table.Name).Scan(&covered); err != nil {
+		return fmt.Errorf("read tables of %s: %w", object, err)
+	}
+	if !covered {
+		return &PreflightError{Object: object, Problem: "does not contain table " + cfg.Table.String(),
+			Fix: fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), cfg.Table)}
+	}
+	return nil
+}
+
+func checkSlot(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) (SlotState, error) {
+	object := fmt.Sprintf("replication slot %q", cfg.Slot)
+	var (
+		plugin, slotType, database, walStatus, currentDB *string
+		confirmed                                       *string
+		active                                          bool
+	)
+	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, current_database(),
+			confirmed_flush_lsn::text, active
+		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).
+		Scan(&plugin, &slotType, &database, &walStatus, &currentDB, &confirmed, &active)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SlotState{}, nil
+	}
+	if err != nil {
+		return SlotState{}, fmt.Errorf("read %s: %w", object, err)
+	}
+	drop := fmt.Sprintf("SELECT pg_drop_replication_slot('%s') (events not yet published are lost) or use another --slot", cfg.Slot)
+	switch {
+	case deref(slotType) != "logical":
+		return SlotState{}, &PreflightError{Object: object, Problem: "is a physical slot, not a logical one", Fix: drop}
+	case deref(plugin) != "pgoutput":
+		return SlotState{}, &PreflightError{Object: object,
+			Problem: fmt.Sprintf("uses output plugin %q, outboxd needs \"pgoutput\"", deref(plugin)), Fix: drop}
+	case deref(database) != deref(currentDB):
+		return SlotState{}, &PreflightError{Object: object,
+			Problem: fmt.Sprintf("belongs to database %q, not %q", deref(database), deref(currentDB)),
+			Fix:     "connect --pg-url to the slot's database or use another --slot"}
+	case deref(walStatus) == "lost":
+		return SlotState{}, &PreflightError{Object: object,
+			Problem: "is invalidated (wal_status = lost): the WAL it needed was removed, events since its position are gone",
+			Fix:     drop + "; then republish the missing rows (outboxd cannot recover them from WAL)"}
+	}
+	state := SlotState{Exists: true, Active: active}
+	if confirmed != nil {
+		lsn, err := pglogrepl.ParseLSN(*confirmed)
+		if err != nil {
+			return SlotState{}, fmt.Errorf("parse confirmed_flush_lsn of %s: %w", object, err)
+		}
+		state.ConfirmedFlush = lsn
+	}
+	return state, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,275 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Message is one item of the replication stream, in the order the server
+// sent it: a pgoutput message (Data set) or a keepalive (Data nil).
+type Message struct {
+	// WALStart is the WAL position of the pgoutput message.
+	WALStart pglogrepl.LSN
+	// ServerWALEnd is the server's position when it sent the message. For a
+	// keepalive it may be confirmed when nothing is open or in flight.
+	ServerWALEnd pglogrepl.LSN
+	// Data is a private copy of the pgoutput bytes; nil for a keepalive.
+	Data []byte
+}
+
+// Stream is an open replication connection. Its methods must be called from
+// one goroutine at a time; Run is the receive loop.
+type Stream struct {
+	cfg      Config
+	conn     *pgconn.PgConn
+	system   pglogrepl.IdentifySystemResult
+	received pglogrepl.LSN // end of the newest WAL data received
+	// durable returns the LSN that may be confirmed as flushed: everything
+	// before it is acknowledged by JetStream and saved in the checkpoint.
+	// Nil until Start.
+	durable func() pglogrepl.LSN
+}
+
+// Connect opens a replication connection (replication=database) and reads
+// the server's identity.
+func Connect(ctx context.Context, cfg Config) (*Stream, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pgcfg, err := pgconn.ParseConfig(cfg.ConnString)
+	if err != nil {
+		// pgconn redacts the password in its parse errors.
+		return nil, &PreflightError{Object: "--pg-url", Problem: err.Error(),
+			Fix: "use postgres://user:password@host:port/database"}
+	}
+	pgcfg.RuntimeParams["replication"] = "database"
+	// The decoder reads timestamptz text in ISO format with a numeric offset.
+	pgcfg.RuntimeParams["DateStyle"] = "ISO"
+	pgcfg.RuntimeParams["TimeZone"] = "UTC"
+	if pgcfg.RuntimeParams["application_name"] == "" {
+		pgcfg.RuntimeParams["application_name"] = "outboxd"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect for replication: %w", err)
+	}
+	system, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("identify system: %w", err)
+	}
+	return &Stream{cfg: cfg, conn: conn, system: system}, nil
+}
+
+// SystemID is the database cluster's system identifier.
+func (s *Stream) SystemID() string { return s.system.SystemID }
+
+// Timeline is the server's current timeline.
+func (s *Stream) Timeline() int32 { return s.system.Timeline }
+
+// CreateSlot creates the logical slot with the pgoutput plugin and returns
+// its consistent point: streaming from there sees every later commit.
+func (s *Stream) CreateSlot(ctx context.Context) (pglogrepl.LSN, error) {
+	res, err := pglogrepl.CreateReplicationSlot(ctx, s.conn, s.cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	if err != nil {
+		return 0, classify(fmt.Sprintf("create replication slot %q", s.cfg.Slot), err)
+	}
+	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, fmt.Errorf("parse consistent point %q: %w", res.ConsistentPoint, err)
+	}
+	return lsn, nil
+}
+
+// Start begins streaming pgoutput from the given LSN. PostgreSQL starts at
+// the slot's confirmed_flush_lsn instead when that is later. durable is read
+// for every status update; it must never return more than what is
+// acknowledged downstream and saved.
+func (s *Stream) Start(ctx context.Context, from pglogrepl.LSN, durable func() pglogrepl.LSN) error {
+	if durable == nil {
+		return errors.New("BUG: replication.Stream.Start without a durable position")
+	}
+	pub := strings.ReplaceAll(`"`+strings.ReplaceAll(s.cfg.Publication, `"`, `""`)+`"`, `'`, `''`)
+	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, from, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
+	})
+	if err != nil {
+		return classify(fmt.Sprintf("start replication on slot %q", s.cfg.Slot), err)
+	}
+	s.received = from
+	s.durable = durable
+	return nil
+}
+
+// Run receives the stream and sends every message on out, in order, until
+// ctx is done (it then returns nil) or the connection fails. While out is
+// full it stops reading but keeps sending status updates, so the server does
+// not end the session after wal_sender_timeout. Run closes out when it returns.
+func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
+	defer close(out)
+	// Reads use the socket deadline rather than a context: a context per
+	// ReceiveMessage costs a watcher per message. Cancellation wakes the read.
+	stop := context.AfterFunc(ctx, func() { s.conn.Conn().SetReadDeadline(time.Now()) }) //nolint:errcheck
+	defer stop()
+	defer s.conn.Conn().SetReadDeadline(time.Time{}) //nolint:errcheck
+
+	nextStatus := time.Now()
+	for {
+		if !time.Now().Before(nextStatus) {
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+			nextStatus = time.Now().Add(s.cfg.StatusInterval)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := s.conn.Conn().SetReadDeadline(nextStatus); err != nil {
+			return fmt.Errorf("set read deadline: %w", err)
+		}
+		raw, err := s.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if isTimeout(err) {
+				continue
+			}
+			return fmt.Errorf("receive replication message: %w", err)
+		}
+		msg, reply, err := s.parse(raw)
+		if err != nil {
+			return err
+		}
+		if reply {
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+			nextStatus = time.Now().Add(s.cfg.StatusInterval)
+		}
+		if msg == nil {
+			continue
+		}
+		if msg.Data == nil {
+			// A keepalive only matters when the pipeline is idle, and then the
+			// channel has room: never wait for one.
+			select {
+			case out <- *msg:
+			default:
+			}
+			continue
+		}
+		if nextStatus, err = s.deliver(ctx, out, *msg, nextStatus); err != nil {
+			return err
+		}
+	}
+}
+
+// deliver waits for room in out, sending status updates on time meanwhile.
+func (s *Stream) deliver(ctx context.Context, out chan<- Message, msg Message, nextStatus time.Time) (time.Time, error) {
+	select {
+	case out <- msg:
+		return nextStatus, nil
+	default:
+	}
+	timer := time.NewTimer(time.Until(nextStatus))
+	defer timer.Stop()
+	for {
+		select {
+		case out <- msg:
+			return nextStatus, nil
+		case <-ctx.Done():
+			return nextStatus, nil
+		case <-timer.C:
+			if err := s.sendStatus(false); err != nil {
+				return nextStatus, err
+			}
+			nextStatus = time.Now().Add(s.cfg.StatusInterval)
+			timer.Reset(s.cfg.StatusInterval)
+		}
+	}
+}
+
+// parse reads one backend message. It returns the stream message (nil for
+// none) and whether the server asked for an immediate status update.
+func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
+	switch m := raw.(type) {
+	case *pgproto3.CopyData:
+		if len(m.Data) == 0 {
+			return nil, false, errors.New("replication: empty CopyData message")
+		}
+		switch m.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+			if err != nil {
+				return nil, false, fmt.Errorf("parse keepalive: %w", err)
+			}
+			return &Message{ServerWALEnd: ka.ServerWALEnd}, ka.ReplyRequested, nil
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+			if err != nil {
+				return nil, false, fmt.Errorf("parse XLogData: %w", err)
+			}
+			if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
+				s.received = end
+			}
+			// pgconn reuses its read buffer: keep a private copy.
+			return &Message{WALStart: xld.WALStart, ServerWALEnd: xld.ServerWALEnd, Data: bytes.Clone(xld.WALData)}, false, nil
+		}
+		return nil, false, nil
+	case *pgproto3.ErrorResponse:
+		return nil, false, classify("replication stream", pgconn.ErrorResponseToPgError(m))
+	case *pgproto3.CopyDone:
+		return nil, false, errors.New("replication stream ended by the server (CopyDone)")
+	}
+	return nil, false, nil
+}
+
+// sendStatus reports write = received, flush = apply = durable. The flush
+// position is always set explicitly: pglogrepl copies write into a zero flush,
+// which would confirm WAL that JetStream has not acknowledged (invariant 7).
+func (s *Stream) sendStatus(replyRequested bool) error {
+	if s.durable == nil {
+		return nil // not streaming: there is nothing to confirm
+	}
+	flush := s.durable()
+	write := max(s.received, flush)
+	if flush == 0 {
+		write = 0 // nothing durable yet: confirm nothing
+	}
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: write,
+		WALFlushPosition: flush,
+		WALApplyPosition: flush,
+		ReplyRequested:   replyRequested,
+	})
+	if err != nil {
+		return fmt.Errorf("send standby status update: %w", err)
+	}
+	return nil
+}
+
+// Close sends a final status update with the durable position (when
+// streaming) and closes the connection. Call it after Run has returned and
+// the checkpoint is saved.
+func (s *Stream) Close(ctx context.Context) error {
+	err := s.sendStatus(false)
+	s.conn.Close(ctx)
+	return err
+}
+
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}

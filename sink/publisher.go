@@ -1,0 +1,311 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/outboxd/outboxd/decoder"
+)
+
+// Headers outboxd sets on every message. They are written after the row's
+// own headers, so a row can never override them.
+const (
+	HeaderAggregateType = "Outbox-Aggregate-Type"
+	HeaderAggregateID   = "Outbox-Aggregate-Id"
+	HeaderEventType     = "Outbox-Event-Type"
+	HeaderLSN           = "Outbox-Lsn" // the transaction's commit LSN
+	HeaderXid           = "Outbox-Xid"
+	HeaderCommitTime    = "Outbox-Commit-Time" // RFC 3339, UTC, nanoseconds
+)
+
+// Config configures a Publisher.
+type Config struct {
+	// Stream is the JetStream stream the messages must land in; every publish
+	// carries Nats-Expected-Stream so a subject captured elsewhere is refused.
+	Stream string
+	// Subject renders each event's subject. Required.
+	Subject *Template
+	// MaxInFlight bounds unacknowledged publishes. Default 4096.
+	MaxInFlight int
+	// RetryMin and RetryMax bound the backoff between republish rounds.
+	// Defaults 100ms and 5s.
+	RetryMin, RetryMax time.Duration
+	// Logger receives state changes. Default zerolog.Nop().
+	Logger zerolog.Logger
+}
+
+// Item is one event to publish with its sequence number from the ack tracker.
+type Item struct {
+	Seq   uint64
+	Event *decoder.Event
+}
+
+// acker receives acknowledgements in publish order (checkpoint.Tracker).
+// An error means the sequence number was never handed out: a bug.
+type acker interface {
+	Ack(seq uint64) error
+}
+
+// RowError is an event that can never be published as it is (subject,
+// headers or size). Retrying cannot help; the pipeline stops on it.
+type RowError struct {
+	EventID string
+	Xid     uint32
+	LSN     pglogrepl.LSN
+	Reason  string
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("outbox row id=%s xid=%d lsn=%s cannot be published: %s", e.EventID, e.Xid, e.LSN, e.Reason)
+}
+
+// Publisher publishes events to JetStream in order with a bounded window.
+type Publisher struct {
+	js         jetstream.JetStream
+	cfg        Config
+	maxPayload int64
+	log        zerolog.Logger
+}
+
+// NewPublisher checks cfg and returns a publisher on js. maxPayload is the
+// server's max_payload (nats.Conn.MaxPayload), which headers count against.
+func NewPublisher(js jetstream.JetStream, maxPayload int64, cfg Config) (*Publisher, error) {
+	if cfg.Subject == nil {
+		return nil, errors.New("BUG: sink.Config.Subject is nil")
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 4096
+	}
+	if cfg.MaxInFlight < 1 || cfg.MaxInFlight > 65536 {
+		return nil, fmt.Errorf("sink: max in flight %d is out of range: use 1 to 65536", cfg.MaxInFlight)
+	}
+	if cfg.RetryMin == 0 {
+		cfg.RetryMin = 100 * time.Millisecond
+	}
+	if cfg.RetryMax == 0 {
+		cfg.RetryMax = 5 * time.Second
+	}
+	return &Publisher{js: js, cfg: cfg, maxPayload: maxPayload,
+		log: cfg.Logger.With().Str("component", "sink").Str("stream", cfg.Stream).Logger()}, nil
+}
+
+// pending is a message published but not yet acknowledged.
+type pending struct {
+	seq    uint64
+	msg    *nats.Msg
+	future jetstream.PubAckFuture
+}
+
+// Run publishes every item received on in, in order, and reports each
+// acknowledgement to acks in the same order. When in is closed it waits for
+// everything in flight and returns nil. It returns early with ctx's error
+// when ctx is done, or with a *RowError for an event that cannot be published.
+func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
+	var window queue
+	for in != nil || window.len() > 0 {
+		var recv <-chan Item
+		if in != nil && window.len() < p.cfg.MaxInFlight {
+			recv = in
+		}
+		var okC <-chan *jetstream.PubAck
+		var errC <-chan error
+		if head := window.head(); head != nil {
+			okC, errC = head.future.Ok(), head.future.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case item, open := <-recv:
+			if !open {
+				in = nil
+				continue
+			}
+			msg, err := p.message(item.Event)
+			if err != nil {
+				return err
+			}
+			window.push(pending{seq: item.Seq, msg: msg, future: p.publish(msg)})
+		case ack := <-okC:
+			head := window.pop()
+			if ack.Duplicate {
+				p.log.Debug().Str("event_id", head.msg.Header.Get(jetstream.MsgIDHeader)).Msg("duplicate absorbed by JetStream")
+			}
+			if err := acks.Ack(head.seq); err != nil {
+				return fmt.Errorf("BUG: acknowledge message %d: %w", head.seq, err)
+			}
+		case err := <-errC:
+			if rerr := p.recover(ctx, window.items(), err); rerr != nil {
+				return rerr
+			}
+		}
+	}
+	return nil
+}
+
+// publish sends msg asynchronously; a refusal before sending becomes a
+// future that has already failed, so it takes the same retry path.
+func (p *Publisher) publish(msg *nats.Msg) jetstream.PubAckFuture {
+	future, err := p.js.PublishMsgAsync(msg)
+	if err != nil {
+		return failedFuture{msg: msg, err: err}
+	}
+	return future
+}
+
+// recover handles a failed publish at the head of the window: it waits for
+// every later publish to settle, then republishes the whole window in order
+// (acknowledged repeats are duplicates JetStream drops), with backoff, until
+// the head is acknowledged or ctx is done. It logs once when publishing
+// stops and once when it resumes. It replaces the futures in place.
+func (p *Publisher) recover(ctx context.Context, window []pending, cause error) error {
+	p.log.Warn().Err(cause).Int("in_flight", len(window)).Msg("publish failed; retrying from the first unacknowledged message")
+	delay := p.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		settle(ctx, window[1:])
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, p.cfg.RetryMax)
+		for i := range window {
+			window[i].future = p.publish(window[i].msg)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-window[0].future.Ok():
+			// Futures deliver once: leave one that reports the ack again.
+			window[0].future = ackedFuture{msg: window[0].msg}
+			p.log.Info().Int("attempts", attempt).Msg("publishing resumed")
+			return nil
+		case err := <-window[0].future.Err():
+			p.log.Debug().Err(err).Int("attempt", attempt).Msg("republish failed")
+		}
+	}
+}
+
+// settle waits until every future has an outcome, so a republish cannot
+// race a late acknowledgement of the same message.
+func settle(ctx context.Context, window []pending) {
+	for _, pm := range window {
+		select {
+		case <-pm.future.Ok():
+		case <-pm.future.Err():
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// message builds the NATS message for an event, or a *RowError.
+func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
+	rowErr := func(reason string) error {
+		return &RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Reason: reason}
+	}
+	subject, err := p.cfg.Subject.Render(ev)
+	if err != nil {
+		return nil, rowErr(err.Error())
+	}
+	h := make(nats.Header, len(ev.Headers)+8)
+	for _, kv := range ev.Headers {
+		h[kv.Key] = []string{kv.Value}
+	}
+	h[jetstream.MsgIDHeader] = []string{ev.ID}
+	h[jetstream.ExpectedStreamHeader] = []string{p.cfg.Stream}
+	h[HeaderAggregateType] = []string{ev.AggregateType}
+	h[HeaderAggregateID] = []string{ev.AggregateID}
+	h[HeaderEventType] = []string{ev.EventType}
+	h[HeaderLSN] = []string{ev.Tx.CommitLSN.String()}
+	h[HeaderXid] = []string{strconv.FormatUint(uint64(ev.Tx.Xid), 10)}
+	h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
+
+	if size := int64(len(ev.Payload)) + headerSize(h); p.maxPayload > 0 && size > p.maxPayload {
+		return nil, rowErr(fmt.Sprintf("message of %d bytes (payload %d + headers) exceeds the server's max_payload of %d bytes; raise max_payload on the NATS server or make the payload smaller",
+			size, len(ev.Payload), p.maxPayload))
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: ev.Payload}, nil
+}
+
+// headerSize is the encoded size of h: "NATS/1.0\r\n", "Key: Value\r\n"
+// per value, and the closing "\r\n".
+func headerSize(h nats.Header) int64 {
+	n := int64(len("NATS/1.0\r\n") + 2)
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4)
+		}
+	}
+	return n
+}
+
+// failedFuture stands for a publish the client refused before sending.
+type failedFuture struct {
+	msg *nats.Msg
+	err error
+}
+
+func (f failedFuture) Ok() <-chan *jetstream.PubAck { return nil }
+func (f failedFuture) Err() <-chan error {
+	c := make(chan error, 1)
+	c <- f.err
+	return c
+}
+func (f failedFuture) Msg() *nats.Msg { return f.msg }
+
+// ackedFuture stands for a publish already acknowledged.
+type ackedFuture struct{ msg *nats.Msg }
+
+func (f ackedFuture) Ok() <-chan *jetstream.PubAck {
+	c := make(chan *jetstream.PubAck, 1)
+	c <- &jetstream.PubAck{}
+	return c
+}
+func (f ackedFuture) Err() <-chan error { return nil }
+func (f ackedFuture) Msg() *nats.Msg    { return f.msg }
+
+// queue is the in-flight window, oldest first. Popping from the front and
+// appending at the back reuse one backing array.
+type queue struct {
+	buf   []pending
+	start int
+}
+
+func (q *queue) len() int { return len(q.buf) - q.start }
+
+func (q *queue) head() *pending {
+	if q.len() == 0 {
+		return nil
+	}
+	return &q.buf[q.start]
+}
+
+func (q *queue) push(pm pending) {
+	if q.start > 0 && len(q.buf) == cap(q.buf) {
+		n := copy(q.buf, q.buf[q.start:])
+		clear(q.buf[n:])
+		q.buf, q.start = q.buf[:n], 0
+	}
+	q.buf = append(q.buf, pm)
+}
+
+func (q *queue) pop() pending {
+	pm := q.buf[q.start]
+	q.buf[q.start] = pending{}
+	q.start++
+	if q.start == len(q.buf) {
+		q.buf, q.start = q.buf[:0], 0
+	}
+	return pm
+}
+
+// items is the window as a slice, to update futures in place.
+func (q *queue) items() []pending { return q.buf[q.start:] }

@@ -1,0 +1,86 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamError is a problem with the JetStream stream that retrying cannot
+// fix. It names the stream, what is wrong and the fix.
+type StreamError struct {
+	Stream  string
+	Problem string
+	Fix     string
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("stream %q %s; fix: %s", e.Stream, e.Problem, e.Fix)
+}
+
+// DefaultDuplicateWindow is the duplicate window of a stream outboxd
+// creates. Restarts replay at most what was in flight, so a replay reaches
+// the stream well within it.
+const DefaultDuplicateWindow = 2 * time.Minute
+
+// EnsureStream checks that the stream exists and captures every subject the
+// template renders; when it is missing and create is set, it creates it with
+// file storage, the template's StreamSubject and DefaultDuplicateWindow. It
+// returns warnings about settings that can silently lose or repeat messages.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, tmpl *Template, create bool) ([]string, error) {
+	stream, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !create {
+			return nil, &StreamError{Stream: name, Problem: "does not exist",
+				Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s' --storage file --dupe-window 2m) or pass --create-stream", name, tmpl.Filter())}
+		}
+		subject, serr := tmpl.StreamSubject()
+		if serr != nil {
+			return nil, &StreamError{Stream: name, Problem: "does not exist and cannot be created", Fix: serr.Error()}
+		}
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:       name,
+			Subjects:   []string{subject},
+			Storage:    jetstream.FileStorage,
+			Duplicates: DefaultDuplicateWindow,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("create stream %q: %w", name, err)
+		}
+		stream, err = js.Stream(ctx, name)
+	}
+	if errors.Is(err, jetstream.ErrInvalidStreamName) {
+		return nil, &StreamError{Stream: name, Problem: "is not a valid stream name", Fix: "use letters, digits, - and _ (--stream)"}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stream %q: %w", name, err)
+	}
+	return checkStream(stream.CachedInfo().Config, tmpl)
+}
+
+func checkStream(cfg jetstream.StreamConfig, tmpl *Template) ([]string, error) {
+	filter := tmpl.Filter()
+	covered := false
+	for _, s := range cfg.Subjects {
+		covered = covered || subjectCovers(s, filter)
+	}
+	if !covered {
+		return nil, &StreamError{Stream: cfg.Name,
+			Problem: fmt.Sprintf("captures %q, which does not cover the subjects %q of template %q", cfg.Subjects, filter, tmpl),
+			Fix:     fmt.Sprintf("add the subject to the stream (nats stream edit %s --subjects '%s') or change --subject", cfg.Name, filter)}
+	}
+	var warnings []string
+	if cfg.Storage != jetstream.FileStorage {
+		warnings = append(warnings, fmt.Sprintf("stream %q uses memory storage: acknowledged events are lost when the server restarts; use file storage", cfg.Name))
+	}
+	if cfg.Duplicates < time.Minute {
+		warnings = append(warnings, fmt.Sprintf("stream %q has a duplicate window of %s: a replay after a restart that reaches it later than that is stored twice; use at least 1m (2m is the default)", cfg.Name, cfg.Duplicates))
+	}
+	if cfg.Discard == jetstream.DiscardOld && (cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 || cfg.MaxAge > 0) {
+		warnings = append(warnings, fmt.Sprintf("stream %q discards old messages at its limits (max msgs %d, max bytes %d, max age %s): acknowledged events can be evicted before consumers read them", cfg.Name, cfg.MaxMsgs, cfg.MaxBytes, cfg.MaxAge))
+	}
+	return warnings, nil
+}
