@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -54,19 +53,6 @@ type acker interface {
 	Ack(seq uint64) error
 }
 
-// RowError is an event that can never be published as it is (subject,
-// headers or size). Retrying cannot help; the pipeline stops on it.
-type RowError struct {
-	EventID string
-	Xid     uint32
-	LSN     pglogrepl.LSN
-	Reason  string
-}
-
-func (e *RowError) Error() string {
-	return fmt.Sprintf("outbox row id=%s xid=%d lsn=%s cannot be published: %s", e.EventID, e.Xid, e.LSN, e.Reason)
-}
-
 // Publisher publishes events to JetStream in order with a bounded window.
 type Publisher struct {
 	js         jetstream.JetStream
@@ -107,7 +93,8 @@ type pending struct {
 // Run publishes every item received on in, in order, and reports each
 // acknowledgement to acks in the same order. When in is closed it waits for
 // everything in flight and returns nil. It returns early with ctx's error
-// when ctx is done, or with a *RowError for an event that cannot be published.
+// when ctx is done, or with a *decoder.RowError for an event that cannot be
+// published.
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	var window queue
 	for in != nil || window.len() > 0 {
@@ -206,14 +193,19 @@ func settle(ctx context.Context, window []pending) {
 	}
 }
 
-// message builds the NATS message for an event, or a *RowError.
+// message builds the NATS message for an event, or a *decoder.RowError for
+// an event that can never be published as it is (retrying cannot help).
 func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
-	rowErr := func(reason string) error {
-		return &RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Reason: reason}
+	rowErr := func(column, reason string) error {
+		return &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: column, Reason: reason}
 	}
 	subject, err := p.cfg.Subject.Render(ev)
+	var placeholder *PlaceholderError
+	if errors.As(err, &placeholder) {
+		return nil, rowErr(placeholder.Column, "cannot fill subject placeholder {"+placeholder.Column+"}: "+placeholder.Problem)
+	}
 	if err != nil {
-		return nil, rowErr(err.Error())
+		return nil, err
 	}
 	h := make(nats.Header, len(ev.Headers)+8)
 	for _, kv := range ev.Headers {
@@ -229,7 +221,7 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 	h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
 
 	if size := int64(len(ev.Payload)) + headerSize(h); p.maxPayload > 0 && size > p.maxPayload {
-		return nil, rowErr(fmt.Sprintf("message of %d bytes (payload %d + headers) exceeds the server's max_payload of %d bytes; raise max_payload on the NATS server or make the payload smaller",
+		return nil, rowErr("payload", fmt.Sprintf("makes a message of %d bytes (payload %d + headers) exceeds the server's max_payload of %d bytes; raise max_payload on the NATS server or make the payload smaller",
 			size, len(ev.Payload), p.maxPayload))
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: ev.Payload}, nil

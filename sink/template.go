@@ -75,8 +75,19 @@ func (t *Template) Columns() []string {
 	return out
 }
 
+// PlaceholderError is a placeholder whose value cannot go into a subject.
+type PlaceholderError struct {
+	Column  string
+	Problem string
+}
+
+func (e *PlaceholderError) Error() string {
+	return fmt.Sprintf("subject placeholder {%s}: %s", e.Column, e.Problem)
+}
+
 // Render builds the subject for an event. Each placeholder's value must be a
-// valid subject token (no dots, spaces or wildcards) and not NULL.
+// valid subject token (no dots, spaces or wildcards) and not NULL; otherwise
+// the error is a *PlaceholderError.
 func (t *Template) Render(ev EventColumns) (string, error) {
 	if len(t.parts) == 1 && t.parts[0].column == "" {
 		return t.parts[0].literal, nil
@@ -90,10 +101,10 @@ func (t *Template) Render(ev EventColumns) (string, error) {
 		}
 		v, ok := ev.Column(p.column)
 		if !ok {
-			return "", fmt.Errorf("subject placeholder {%s}: the column is NULL or missing", p.column)
+			return "", &PlaceholderError{Column: p.column, Problem: "the column is NULL or missing"}
 		}
 		if err := validToken(v); err != nil {
-			return "", fmt.Errorf("subject placeholder {%s}: value %q %w", p.column, v, err)
+			return "", &PlaceholderError{Column: p.column, Problem: fmt.Sprintf("value %q %v", v, err)}
 		}
 		b.WriteString(v)
 	}

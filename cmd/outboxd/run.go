@@ -53,11 +53,10 @@ func permanent(err error) bool {
 		fatal     *fatalError
 		schemaErr *decoder.SchemaError
 		rowErr    *decoder.RowError
-		pubErr    *sink.RowError
 		streamErr *sink.StreamError
 	)
 	return errors.As(err, &fatal) || errors.As(err, &schemaErr) || errors.As(err, &rowErr) ||
-		errors.As(err, &pubErr) || errors.As(err, &streamErr) ||
+		errors.As(err, &streamErr) ||
 		errors.Is(err, decoder.ErrMalformed) || replication.Permanent(err)
 }
 

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/pgtest"
+)
+
+// expectExit runs outboxd to its end and checks it failed with every one of
+// want in its output.
+func (e *env) expectExit(args []string, want ...string) string {
+	e.t.Helper()
+	p := e.start(args...)
+	code := p.wait(2 * time.Minute)
+	out := p.output.String()
+	if code == 0 {
+		e.t.Fatalf("outboxd exited 0, want a failure; output:\n%s", tail(out, 30))
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			e.t.Errorf("output lacks %q; output:\n%s", w, tail(out, 30))
+		}
+	}
+	return out
+}
+
+// TestStartupErrors: each error that retrying cannot fix stops outboxd
+// before streaming with a message that names the value and the fix.
+func TestStartupErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		migrate bool
+		setup   func(t *testing.T, e *env)
+		args    func(e *env) []string
+		want    []string
+	}{
+		{
+			name: "table missing",
+			want: []string{`table "public"."outbox": does not exist`, "outboxd migrate"},
+		},
+		{
+			name: "required column missing",
+			setup: func(t *testing.T, e *env) {
+				e.pg.Exec(t, e.dsn, `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregate_type text, aggregate_id text, payload jsonb);
+					CREATE PUBLICATION outboxd FOR TABLE outbox`)
+			},
+			want: []string{`has no column "event_type"`},
+		},
+		{
+			name:    "publication missing",
+			migrate: true,
+			setup:   func(t *testing.T, e *env) { e.pg.Exec(t, e.dsn, "DROP PUBLICATION outboxd") },
+			want:    []string{`publication "outboxd": does not exist`, "CREATE PUBLICATION"},
+		},
+		{
+			name:    "publication without the table",
+			migrate: true,
+			setup: func(t *testing.T, e *env) {
+				e.pg.Exec(t, e.dsn, "DROP PUBLICATION outboxd; CREATE PUBLICATION outboxd")
+			},
+			want: []string{`does not contain table "public"."outbox"`, "ALTER PUBLICATION"},
+		},
+		{
+			name:    "slot with another plugin",
+			migrate: true,
+			setup: func(t *testing.T, e *env) {
+				e.pg.Exec(t, e.dsn, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", e.slot)
+			},
+			want: []string{`uses output plugin "test_decoding"`, "pg_drop_replication_slot"},
+		},
+		{
+			name:    "stream missing and not allowed to create it",
+			migrate: true,
+			args: func(e *env) []string {
+				return []string{"run", "--pg-url", e.dsn, "--nats-url", e.nats.URL(), "--slot", e.slot}
+			},
+			want: []string{`stream "OUTBOX" does not exist`, "--create-stream"},
+		},
+		{
+			name:    "bad checkpoint location",
+			migrate: true,
+			args:    func(e *env) []string { return e.args("--checkpoint", "s3:bucket") },
+			want:    []string{`"s3:bucket"`, "kv:BUCKET", "file:PATH"},
+		},
+		{
+			name:    "bad subject template",
+			migrate: true,
+			args:    func(e *env) []string { return e.args("--subject", "outbox.{aggregate_type") },
+			want:    []string{"--subject", "unclosed"},
+		},
+		{
+			name:    "unreachable database is not retried forever when the database does not exist",
+			migrate: true,
+			args: func(e *env) []string {
+				return e.args("--pg-url", strings.Replace(e.dsn, e.slot, "no_such_db", 1))
+			},
+			want: []string{"no_such_db", "does not exist"},
+		},
+	}
+	pg := pgtest.Shared(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, pg, tt.migrate)
+			if tt.setup != nil {
+				tt.setup(t, e)
+			}
+			args := e.args()
+			if tt.args != nil {
+				args = tt.args(e)
+			}
+			e.expectExit(args, tt.want...)
+		})
+	}
+}
+
+// TestWALLevelNotLogical needs a server of its own, started with wal_level=replica.
+func TestWALLevelNotLogical(t *testing.T) {
+	e := newEnv(t, pgtest.Start(t, pgtest.WithConf("wal_level", "replica")), true)
+	e.expectExit(e.args(), "wal_level", `is "replica"`, "wal_level = logical")
+}
+
+// TestRowErrors: a row that can never be published stops outboxd with an
+// error naming the row id, xid and LSN; the rows before it are published,
+// and a restart stops on the same row again: nothing is skipped.
+func TestRowErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		// insert writes the bad row with the given id.
+		insert string
+		want   []string
+	}{
+		{
+			name:   "payload over max_payload",
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'order', '1', 'Created', jsonb_build_object('blob', repeat('x', 9000)))`,
+			want:   []string{`column "payload"`, "max_payload of 8192 bytes"},
+		},
+		{
+			name:   "subject token with a dot",
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'order.v2', '1', 'Created', '{}')`,
+			want:   []string{`column "aggregate_type"`, `{aggregate_type}`, `"order.v2"`, "not a valid subject token"},
+		},
+		{
+			name:   "subject token with a space",
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'order', '1', 'Order Created', '{}')`,
+			want:   []string{`column "event_type"`, `{event_type}`, "not a valid subject token"},
+		},
+		{
+			name:   "header value that is not a string",
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'order', '1', 'Created', '{}', '{"retries": 3}')`,
+			want:   []string{`column "headers"`, `"retries"`, "want a string"},
+		},
+	}
+	pg := pgtest.Shared(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, pg, true, natstest.WithMaxPayload(8192))
+			p := e.start(e.args()...)
+			e.waitStreaming(p)
+			conn := e.connect()
+			ctx := context.Background()
+			good, bad := uuid.New(), uuid.New()
+			if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+				VALUES ($1, 'order', '1', 'Created', '{"ok": true}')`, good); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, tt.insert, bad); err != nil {
+				t.Fatal(err)
+			}
+			want := append([]string{`outbox row id "` + bad.String() + `" (xid `, ", lsn "}, tt.want...)
+			code := p.wait(time.Minute)
+			if code == 0 {
+				t.Fatalf("outboxd exited 0 on a bad row")
+			}
+			for _, w := range want {
+				if !strings.Contains(p.output.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, tail(p.output.String(), 20))
+				}
+			}
+			msgs := e.readStream(e.nats.JetStream(t), 1, 30*time.Second)
+			if len(msgs) != 1 || msgs[0].Header.Get("Nats-Msg-Id") != good.String() {
+				t.Fatalf("stream holds %d messages, want only the good row %s", len(msgs), good)
+			}
+			// Restarting must stop on the same row: the position never moved past it.
+			e.expectExit(e.args(), want...)
+		})
+	}
+}

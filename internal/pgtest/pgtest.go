@@ -1,0 +1,301 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/pgcluster"
+)
+
+// EnvURL names the environment variable that points the tests at an
+// existing server, as a postgres:// URL, instead of starting one.
+const EnvURL = "OUTBOXD_TEST_PG_URL"
+
+const timeout = time.Minute // for each setup step
+
+// Option changes the private cluster that Start makes.
+type Option func(*pgcluster.Options)
+
+// WithConf sets a postgresql.conf setting. A test that uses it is skipped
+// when the server comes from EnvURL, whose settings the tests cannot change.
+func WithConf(name, value string) Option {
+	return func(o *pgcluster.Options) {
+		if o.ExtraConf == nil {
+			o.ExtraConf = map[string]string{}
+		}
+		o.ExtraConf[name] = value
+	}
+}
+
+// Server is a PostgreSQL server for tests. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cluster *pgcluster.Cluster // nil for an external or Docker server
+	dsn     func(database string) string
+	admin   string       // DSN of the database that NewDatabase connects to
+	fixed   string       // why Stop and Restart cannot work, if cluster is nil
+	close   func() error // stops what start started
+	shared  bool
+}
+
+// Start gives the calling test a server of its own, which t.Cleanup stops;
+// if the test failed, the tail of the server's log is logged first. Its
+// Stop and Restart work, except for a server from EnvURL or Docker.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	var o pgcluster.Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if os.Getenv(EnvURL) != "" && len(o.ExtraConf) > 0 {
+		t.Skipf("needs server settings %v, which cannot be set on the server from %s", o.ExtraConf, EnvURL)
+	}
+	s, err := start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.close(); err != nil {
+			t.Errorf("stop postgres: %v", err)
+		}
+	})
+	s.logOnFailure(t)
+	return s
+}
+
+var shared struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// Shared returns the test package's server, starting it on first use. Main
+// stops it; without Main the server still dies with the test binary, but its
+// folder is left behind. Stop and Restart on it fail the test, since other
+// tests use it too.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.srv, shared.err = start(pgcluster.Options{})
+		if shared.err == nil {
+			shared.srv.shared = true
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	shared.srv.logOnFailure(t)
+	return shared.srv
+}
+
+// Main runs the tests and then stops the Shared server if one was started.
+// It returns the exit code for os.Exit.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared.srv != nil {
+		if err := shared.srv.close(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop the shared server: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+func start(o pgcluster.Options) (*Server, error) {
+	if raw := os.Getenv(EnvURL); raw != "" {
+		return external(raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, o)
+	if errors.Is(err, pgcluster.ErrNoBinaries) {
+		s, derr := startDocker(o)
+		if derr != nil {
+			return nil, fmt.Errorf("%w\n(nor could a postgres container be started: %v)", err, derr)
+		}
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cluster: c, dsn: c.DSN, admin: c.DSN("postgres"), close: c.Close}, nil
+}
+
+func external(raw string) (*Server, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		// The parse error would repeat the URL, password included.
+		return nil, fmt.Errorf("%s: want a URL of the form postgres://user:password@host:port/database", EnvURL)
+	}
+	s := &Server{
+		dsn: func(database string) string {
+			v := *u
+			v.Path, v.RawPath = "/"+database, ""
+			return v.String()
+		},
+		admin: raw,
+		fixed: "the server from " + EnvURL + " cannot be stopped or restarted by a test",
+		close: func() error { return nil },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvURL, err)
+	}
+	defer conn.Close(ctx)
+	var level string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
+		return nil, fmt.Errorf("%s: SHOW wal_level: %w", EnvURL, err)
+	}
+	if level != "logical" {
+		return nil, fmt.Errorf("%s: the server has wal_level=%s; set wal_level = logical in its postgresql.conf and restart it", EnvURL, level)
+	}
+	return s, nil
+}
+
+func (s *Server) logOnFailure(t testing.TB) {
+	if s.cluster == nil {
+		return
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("tail of %s:\n%s", s.cluster.LogFile(), s.cluster.LogTail(30))
+		}
+	})
+}
+
+// DSN returns a URL that connects to database as a superuser (for a server
+// from EnvURL, as the user in that URL).
+func (s *Server) DSN(database string) string { return s.dsn(database) }
+
+// NewDatabase creates an empty database with a unique name and returns its
+// DSN. On a shared or external server t.Cleanup drops it again, first
+// ending its sessions and dropping its replication slots.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := databaseName(t.Name())
+	s.Exec(t, s.admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if s.shared || s.cluster == nil {
+		t.Cleanup(func() {
+			if err := s.dropDatabase(name); err != nil {
+				t.Errorf("drop test database %s: %v", name, err)
+			}
+		})
+	}
+	return s.DSN(name)
+}
+
+// databaseName makes a name that says which test made it, is unique even
+// across test binaries sharing one server, and fits in 63 bytes.
+func databaseName(test string) string {
+	var b strings.Builder
+	b.WriteString("t_")
+	for _, r := range strings.ToLower(test) {
+		if b.Len() >= 44 {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "_" + strings.ToLower(rand.Text()[:10])
+}
+
+// dropDatabase retries because a walsender that was just terminated may
+// still hold its slot, and a database with a slot cannot be dropped.
+func (s *Server) dropDatabase(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for {
+		_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+		if err == nil {
+			_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+				WHERE database = $1`, name)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Exec runs sql with args on a new connection to dsn and fails the test on
+// error.
+func (s *Server) Exec(t testing.TB, dsn, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// Stop shuts the server down in mode "fast" or "immediate" (a crash, as far
+// as PostgreSQL can tell). It fails the test on the Shared server and skips
+// it on a server from EnvURL or Docker.
+func (s *Server) Stop(t testing.TB, mode string) {
+	t.Helper()
+	s.mustControl(t)
+	if err := s.cluster.Stop(mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restart stops the server (fast) if it runs and starts it again on the
+// same port and data, returning once it accepts connections. It fails the
+// test on the Shared server and skips it on a server from EnvURL or Docker.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mustControl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := s.cluster.Stop("fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cluster.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) mustControl(t testing.TB) {
+	t.Helper()
+	if s.shared {
+		t.Fatal("pgtest: the Shared server cannot be stopped: other tests use it; use pgtest.Start")
+	}
+	if s.cluster == nil {
+		t.Skip(s.fixed)
+	}
+}
