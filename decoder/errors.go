@@ -1,0 +1,61 @@
+package decoder
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// ErrMalformed is wrapped by every error about the byte stream itself: a
+// truncated or over-long message, an unknown message or value kind, an Insert
+// for a relation never described, or messages out of protocol order (Commit
+// without Begin, Begin inside a transaction, Insert outside one). Nothing
+// after such an error can be trusted; the caller should stop and reconnect.
+var ErrMalformed = errors.New("malformed pgoutput message")
+
+// SchemaError reports that the configured outbox table, as described by a
+// pgoutput Relation message, lacks a mapped column or has one of a type
+// outboxd cannot read. Every later Insert into that table returns the same
+// error until a Relation message with a usable layout arrives.
+type SchemaError struct {
+	// Table is the schema-qualified table name, e.g. "public.outbox".
+	Table string
+	// Column is the table column at fault (the configured name).
+	Column string
+	// Reason says what is wrong and how to fix it.
+	Reason string
+}
+
+// Error names the table, the column and the fix.
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("outbox table %s: column %q %s", e.Table, e.Column, e.Reason)
+}
+
+// RowError reports one outbox row that cannot become an event: a required
+// column is NULL, the id is empty, a value was not sent in text form, the
+// headers are not a JSON object of strings, or created_at does not parse.
+// The row is still well-formed protocol; the caller decides whether to stop
+// or dead-letter it, but must not skip it silently.
+type RowError struct {
+	// EventID is the row's id, or "" when the id itself is the problem.
+	EventID string
+	// Xid is the transaction the row was committed in.
+	Xid uint32
+	// LSN is the WAL position of the Insert message.
+	LSN pglogrepl.LSN
+	// Column is the table column at fault.
+	Column string
+	// Reason says what is wrong with the value.
+	Reason string
+}
+
+// Error names the row id (or "unknown"), the xid, the LSN and the reason.
+func (e *RowError) Error() string {
+	id := "unknown"
+	if e.EventID != "" {
+		id = strconv.Quote(e.EventID)
+	}
+	return fmt.Sprintf("outbox row id %s (xid %d, lsn %s): column %q %s", id, e.Xid, e.LSN, e.Column, e.Reason)
+}

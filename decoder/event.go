@@ -1,0 +1,64 @@
+package decoder
+
+import (
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// TxInfo identifies the transaction an event was committed in. It comes from
+// the pgoutput Begin message, so it is known before the first row arrives.
+type TxInfo struct {
+	// Xid is the transaction id.
+	Xid uint32
+	// CommitLSN is the LSN of the transaction's commit record (Begin's final LSN).
+	CommitLSN pglogrepl.LSN
+	// CommitTime is the commit timestamp reported by the server.
+	CommitTime time.Time
+}
+
+// Header is one key/value pair from the row's headers column, kept in the
+// order the server sent them so output is deterministic.
+type Header struct {
+	// Key is the JSON object key.
+	Key string
+	// Value is the key's string value.
+	Value string
+}
+
+// Event is one outbox row, mapped from the table's columns to outboxd's fields.
+type Event struct {
+	// Tx is the transaction the row was committed in.
+	Tx TxInfo
+	// LSN is the WAL position of the Insert message that carried the row.
+	// Many rows can share one LSN: never deduplicate by it.
+	LSN pglogrepl.LSN
+	// ID is the event id (the row's id column, text form); it becomes Nats-Msg-Id.
+	ID string
+	// AggregateType is the aggregate_type column, e.g. "order".
+	AggregateType string
+	// AggregateID is the aggregate_id column: the entity the event is about.
+	AggregateID string
+	// EventType is the event_type column, e.g. "order.created".
+	EventType string
+	// Payload is the payload column's bytes exactly as the server sent them
+	// (bytea columns are decoded from hex to raw bytes). Except for bytea it
+	// aliases the message passed to Decoder.Decode.
+	Payload []byte
+	// Headers holds the pairs of the headers column (a JSON object of
+	// strings) in the order sent; nil when the column is NULL, not mapped or
+	// an empty object.
+	Headers []Header
+	// CreatedAt is the created_at column, in UTC; zero when NULL or not mapped.
+	CreatedAt time.Time
+
+	row row
+}
+
+// Column returns the text value of any column of the row by name, for subject
+// templates. ok is false when the table has no such column or its value is NULL
+// (or an unchanged TOAST value). Names are matched exactly, as pgoutput sends
+// them (unquoted, case-sensitive).
+func (e *Event) Column(name string) (value string, ok bool) {
+	return e.row.get(name)
+}
