@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,35 @@ func TestRowErrors(t *testing.T) {
 			// Restarting must stop on the same row: the position never moved past it.
 			e.expectExit(e.args(), want...)
 		})
+	}
+}
+
+// TestPasswordNeverPrinted runs outboxd with a password in --pg-url, once
+// streaming and stopping cleanly and once failing to connect; the password
+// must appear in none of its output.
+func TestPasswordNeverPrinted(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	const secret = "pw-s3cr3t-9f2a"
+	u, err := url.Parse(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("postgres", secret) // trust auth ignores it, but it is in the URL
+	p := e.start(e.args("--pg-url", u.String())...)
+	e.waitStreaming(p)
+	if code := p.stop(time.Minute); code != 0 {
+		t.Fatalf("outboxd exited %d after SIGTERM, want 0", code)
+	}
+	outputs := p.output.String()
+
+	u.Path = "/no_such_db"
+	outputs += e.expectExit(e.args("--pg-url", u.String()), "no_such_db")
+	u.Host = "127.0.0.1:1" // nothing listens there: a connection error, retried; stop it after a moment
+	p = e.start(e.args("--pg-url", u.String())...)
+	time.Sleep(2 * time.Second)
+	p.stop(time.Minute)
+	outputs += p.output.String()
+	if strings.Contains(outputs, secret) {
+		t.Fatalf("the password appears in outboxd's output:\n%s", outputs)
 	}
 }

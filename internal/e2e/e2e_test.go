@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -151,25 +150,10 @@ func TestCrashRecovery(t *testing.T) {
 
 	p := e.start(e.args()...)
 	e.waitStreaming(p)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	var writeErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		wrng := rand.New(rand.NewPCG(3, 4))
-		for written := 0; written < total && ctx.Err() == nil; {
-			size := min(1+wrng.IntN(100), total-written)
-			if _, err := w.tx(ctx, size, wrng.IntN(20) != 0); err != nil {
-				writeErr = err
-				return
-			}
-			written += size
-			// Pace the writes over ~15 s so every kill lands mid-stream.
-			time.Sleep(12 * time.Millisecond)
-		}
-	}()
+	// Pace the writes over ~15 s so every kill lands mid-stream; one
+	// transaction in 20 rolls back.
+	wrng := rand.New(rand.NewPCG(3, 4))
+	writes := w.background(total, 12*time.Millisecond, func(int) (int, bool) { return 1 + wrng.IntN(100), wrng.IntN(20) != 0 })
 	const kills = 6
 	for i := 0; i < kills; i++ {
 		time.Sleep(time.Duration(300+rng.IntN(2000)) * time.Millisecond)
@@ -177,9 +161,8 @@ func TestCrashRecovery(t *testing.T) {
 		t.Logf("kill -9 #%d after %d committed events", i+1, check.Count())
 		p = e.start(e.args()...)
 	}
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatal(writeErr)
+	if err := writes.Wait(); err != nil {
+		t.Fatal(err)
 	}
 	report := e.verify(e.nats.JetStream(t), check, 3*time.Minute)
 	t.Logf("after %d kills: %s", kills, report)
@@ -198,23 +181,7 @@ func TestNATSOutage(t *testing.T) {
 	p := e.start(e.args()...)
 	e.waitStreaming(p)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	var writeErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ctx.Err() == nil; i++ {
-			if _, err := w.tx(ctx, 1+i%20, true); err != nil {
-				if ctx.Err() == nil {
-					writeErr = err
-				}
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	writes := w.background(0, 5*time.Millisecond, func(i int) (int, bool) { return 1 + i%20, true })
 
 	time.Sleep(2 * time.Second)
 	conn := e.connect()
@@ -227,10 +194,8 @@ func TestNATSOutage(t *testing.T) {
 	}
 	e.nats.Restart(t)
 	time.Sleep(3 * time.Second)
-	cancel()
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatal(writeErr)
+	if err := writes.Stop(); err != nil {
+		t.Fatal(err)
 	}
 
 	js := e.nats.JetStream(t)

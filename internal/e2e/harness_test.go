@@ -300,6 +300,52 @@ func (w *writer) tx(ctx context.Context, size int, commit bool) ([]row, error) {
 	return rows, nil
 }
 
+// load is a writer committing transactions on its own goroutine.
+type load struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// background writes transactions until total rows are written (0: until
+// Stop), sleeping pace between them; shape(i) gives transaction i's size and
+// whether it commits.
+func (w *writer) background(total int, pace time.Duration, shape func(i int) (size int, commit bool)) *load {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &load{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for i, written := 0, 0; (total == 0 || written < total) && ctx.Err() == nil; i++ {
+			size, commit := shape(i)
+			if total > 0 {
+				size = min(size, total-written)
+			}
+			if _, err := w.tx(ctx, size, commit); err != nil {
+				if ctx.Err() == nil {
+					l.err = err
+				}
+				return
+			}
+			written += size
+			time.Sleep(pace)
+		}
+	}()
+	w.e.t.Cleanup(func() { l.Stop() }) //nolint:errcheck // the test reports it where it matters
+	return l
+}
+
+// Wait waits until the writer has written everything and returns its error.
+func (l *load) Wait() error {
+	<-l.done
+	return l.err
+}
+
+// Stop stops the writer, waits for it and returns its error.
+func (l *load) Stop() error {
+	l.cancel()
+	return l.Wait()
+}
+
 // message is one message read back from the stream.
 type message struct {
 	Seq     uint64
