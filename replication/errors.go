@@ -32,8 +32,8 @@ func Permanent(err error) bool {
 		return true
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false // no SQLSTATE class to judge by: like any other error
 	}
 	switch pgErr.Code {
 	case "55006": // object_in_use: the slot is held by another process

@@ -204,8 +204,8 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) (SlotSt
 	object := fmt.Sprintf("replication slot %q", cfg.Slot)
 	var (
 		plugin, slotType, database, walStatus, currentDB *string
-		confirmed                                       *string
-		active                                          bool
+		confirmed                                        *string
+		active                                           bool
 	)
 	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, current_database(),
 			confirmed_flush_lsn::text, active

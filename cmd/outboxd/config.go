@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -78,7 +79,19 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 // validate parses the settings that have a syntax and reports the first
 // bad one with its flag name, the value and what is accepted.
 func (c *runConfig) validate() error {
-	if _, err := url.Parse(c.NATSURL); err != nil || c.NATSURL == "" {
+	// A list as nats.Connect reads it: comma-separated, spaces around each
+	// URL allowed, empty entries skipped.
+	urls := 0
+	for _, u := range strings.Split(c.NATSURL, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if _, err := url.Parse(u); err != nil {
+			return fmt.Errorf("--nats-url %q is not a URL: use nats://host:4222", c.NATSURL)
+		}
+		urls++
+	}
+	if urls == 0 {
 		return fmt.Errorf("--nats-url %q is not a URL: use nats://host:4222", c.NATSURL)
 	}
 	var err error

@@ -17,6 +17,15 @@ import (
 )
 
 func newRunCommand() *cobra.Command {
+	return newRunCommandWith(func(ctx context.Context, cfg runConfig) error {
+		return runRelay(ctx, cfg, newLogger(cfg.LogLevel))
+	})
+}
+
+// newRunCommandWith builds `outboxd run` around run, which gets the
+// configuration after flags, environment and validation: tests pass their
+// own run to see what was parsed without connecting anywhere.
+func newRunCommandWith(run func(context.Context, runConfig) error) *cobra.Command {
 	cfg := defaultRunConfig()
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -32,8 +41,7 @@ Connection losses are retried with backoff; errors that retrying cannot fix
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			log := newLogger(cfg.LogLevel)
-			return runRelay(cmd.Context(), cfg, log)
+			return run(cmd.Context(), cfg)
 		},
 	}
 	cfg.addFlags(cmd.Flags())

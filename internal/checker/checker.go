@@ -28,8 +28,10 @@ type Received struct {
 // Report is the outcome of Verify.
 type Report struct {
 	Committed, RolledBack, InStream int
-	Lost, Unexpected, Duplicates   int
-	OrderViolations                int
+	// Uncertain counts events whose commit outcome the writer could not know.
+	Uncertain                    int
+	Lost, Unexpected, Duplicates int
+	OrderViolations              int
 	// FirstProblems holds a few examples, for the failure message.
 	FirstProblems []string
 }
@@ -40,8 +42,8 @@ func (r Report) OK() bool {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("committed=%d rolled_back=%d in_stream=%d lost=%d unexpected=%d duplicates=%d order_violations=%d %v",
-		r.Committed, r.RolledBack, r.InStream, r.Lost, r.Unexpected, r.Duplicates, r.OrderViolations, r.FirstProblems)
+	return fmt.Sprintf("committed=%d rolled_back=%d uncertain=%d in_stream=%d lost=%d unexpected=%d duplicates=%d order_violations=%d %v",
+		r.Committed, r.RolledBack, r.Uncertain, r.InStream, r.Lost, r.Unexpected, r.Duplicates, r.OrderViolations, r.FirstProblems)
 }
 
 // Checker collects what writers committed and rolled back. It is safe for
@@ -50,6 +52,7 @@ type Checker struct {
 	mu         sync.Mutex
 	committed  map[string]position
 	rolledBack map[string]bool
+	uncertain  map[string]bool
 	txs        int
 }
 
@@ -61,7 +64,7 @@ type position struct {
 
 // New returns an empty checker.
 func New() *Checker {
-	return &Checker{committed: map[string]position{}, rolledBack: map[string]bool{}}
+	return &Checker{committed: map[string]position{}, rolledBack: map[string]bool{}, uncertain: map[string]bool{}}
 }
 
 // Committed records a transaction whose COMMIT succeeded, rows in insert order.
@@ -84,11 +87,26 @@ func (c *Checker) RolledBack(tx []Event) {
 	}
 }
 
-// Count returns how many events were recorded as committed.
+// Uncertain records a transaction whose COMMIT got no answer (the server
+// went away mid-commit): it may or may not have committed. Its events are
+// neither lost when missing nor unexpected when present, but are still
+// checked for duplicates and order.
+func (c *Checker) Uncertain(tx []Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.txs++
+	for i, ev := range tx {
+		c.uncertain[ev.ID] = true
+		c.committed[ev.ID] = position{tx: c.txs, index: i}
+	}
+}
+
+// Count returns how many events were recorded as committed (not counting
+// uncertain ones).
 func (c *Checker) Count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.committed)
+	return len(c.committed) - len(c.uncertain)
 }
 
 // Verify compares the stream with the record. Order is checked per
@@ -97,7 +115,8 @@ func (c *Checker) Count() int {
 func (c *Checker) Verify(stream []Received) Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := Report{Committed: len(c.committed), RolledBack: len(c.rolledBack), InStream: len(stream)}
+	r := Report{Committed: len(c.committed) - len(c.uncertain), RolledBack: len(c.rolledBack),
+		Uncertain: len(c.uncertain), InStream: len(stream)}
 	problem := func(format string, args ...any) {
 		if len(r.FirstProblems) < 5 {
 			r.FirstProblems = append(r.FirstProblems, fmt.Sprintf(format, args...))
@@ -131,7 +150,7 @@ func (c *Checker) Verify(stream []Received) Report {
 		lastByAggregate[m.Aggregate] = last{lsn: m.CommitLSN, pos: pos, id: m.ID}
 	}
 	for id := range c.committed {
-		if !seen[id] {
+		if !seen[id] && !c.uncertain[id] {
 			r.Lost++
 			problem("lost %s", id)
 		}

@@ -236,6 +236,10 @@ type writer struct {
 	check      *checker.Checker
 	aggregates int
 	n          int
+	// survive makes tx ride out PostgreSQL restarts: a transaction that
+	// failed before COMMIT is recorded as rolled back, one whose COMMIT got
+	// no answer as uncertain, and the writer reconnects.
+	survive bool
 }
 
 func (e *env) newWriter(check *checker.Checker, aggregates int) *writer {
@@ -267,12 +271,31 @@ func (w *writer) next() row {
 // tx writes one transaction of size rows, committing it or rolling it back.
 func (w *writer) tx(ctx context.Context, size int, commit bool) ([]row, error) {
 	rows := make([]row, size)
+	events := make([]checker.Event, size)
 	for i := range rows {
 		rows[i] = w.next()
+		events[i] = checker.Event{ID: rows[i].ID.String(), Aggregate: rows[i].AggregateType + "/" + rows[i].AggregateID}
 	}
+	committing, err := w.write(ctx, rows, commit)
+	switch {
+	case err == nil && commit:
+		w.check.Committed(events)
+	case err == nil || !committing:
+		w.check.RolledBack(events)
+	default:
+		w.check.Uncertain(events)
+	}
+	if err != nil && w.survive && ctx.Err() == nil {
+		return rows, w.reconnect(ctx)
+	}
+	return rows, err
+}
+
+// write runs the transaction; committing reports whether COMMIT was sent.
+func (w *writer) write(ctx context.Context, rows []row, commit bool) (committing bool, err error) {
 	tx, err := w.conn.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	data := make([][]any, len(rows))
@@ -281,23 +304,29 @@ func (w *writer) tx(ctx context.Context, size int, commit bool) ([]row, error) {
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"public", "outbox"},
 		[]string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers"}, pgx.CopyFromRows(data)); err != nil {
-		return nil, err
-	}
-	events := make([]checker.Event, len(rows))
-	for i, r := range rows {
-		events[i] = checker.Event{ID: r.ID.String(), Aggregate: r.AggregateType + "/" + r.AggregateID}
+		return false, err
 	}
 	if !commit {
-		w.check.RolledBack(events)
-		return rows, tx.Rollback(ctx)
+		return false, tx.Rollback(ctx)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		// The outcome of a failed COMMIT is unknown; tests here do not
-		// restart PostgreSQL while writing, so treat it as fatal.
-		return nil, err
+	return true, tx.Commit(ctx)
+}
+
+// reconnect waits for PostgreSQL to accept connections again (a minute at most).
+func (w *writer) reconnect(ctx context.Context) error {
+	w.conn.Close(ctx) //nolint:errcheck
+	deadline := time.Now().Add(time.Minute)
+	for {
+		conn, err := pgx.Connect(ctx, w.e.dsn)
+		if err == nil {
+			w.conn = conn
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("reconnect writer: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	w.check.Committed(events)
-	return rows, nil
 }
 
 // load is a writer committing transactions on its own goroutine.

@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// clearEnv unsets every OUTBOXD_ variable for the test, so the caller's
+// environment cannot change what the test sees. t.Setenv restores them.
+func clearEnv(t testing.TB) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "OUTBOXD_") {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+}
+
+// execute runs cmd with args and env and returns stdout, stderr and the error.
+// A deadline keeps a test from hanging if validation ever stops failing early
+// and the command tries to connect.
+func execute(t testing.TB, cmd *cobra.Command, args []string, env map[string]string) (string, string, error) {
+	t.Helper()
+	clearEnv(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return stdout.String(), stderr.String(), err
+}
+
+// parseRun runs `outboxd run` with args and env up to the point where it
+// would connect, and returns the configuration it would have run with.
+func parseRun(t testing.TB, args []string, env map[string]string) (runConfig, error) {
+	t.Helper()
+	var got *runConfig
+	root := &cobra.Command{Use: "outboxd", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newRunCommandWith(func(_ context.Context, cfg runConfig) error {
+		got = &cfg
+		return nil
+	}))
+	_, _, err := execute(t, root, append([]string{"run"}, args...), env)
+	if err != nil {
+		if got != nil {
+			t.Fatalf("BUG in test: run was reached and an error returned: %v", err)
+		}
+		return runConfig{}, err
+	}
+	if got == nil {
+		t.Fatal("run was not reached and no error returned")
+	}
+	return *got, nil
+}
+
+// flagLine returns the --help line that documents flag name.
+func flagLine(t testing.TB, help, name string) string {
+	t.Helper()
+	for _, line := range strings.Split(help, "\n") {
+		if strings.Contains(line, "--"+name+" ") || strings.HasSuffix(line, "--"+name) {
+			return line
+		}
+	}
+	t.Fatalf("--help has no line for --%s:\n%s", name, help)
+	return ""
+}
+
+// defaultText is how pflag shows a flag's default in --help, or "" when it
+// shows none (zero values).
+func defaultText(f *pflag.Flag) string {
+	switch f.DefValue {
+	case "", "false", "0", "0s", "[]":
+		return ""
+	}
+	if f.Value.Type() == "string" {
+		return `(default "` + f.DefValue + `")`
+	}
+	return "(default " + f.DefValue + ")"
+}
+
+func TestHelpShowsEnvAndDefaults(t *testing.T) {
+	for _, sub := range []string{"run", "migrate", "demo"} {
+		t.Run(sub, func(t *testing.T) {
+			help, _, err := execute(t, newRootCommand(), []string{sub, "--help"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd, _, err := newRootCommand().Find([]string{sub})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			cmd.Flags().VisitAll(func(f *pflag.Flag) {
+				if f.Name == "help" {
+					return
+				}
+				n++
+				line := flagLine(t, help, f.Name)
+				if want := "(env " + envName(f.Name) + ")"; !strings.Contains(line, want) {
+					t.Errorf("--%s: help line lacks %s:\n%s", f.Name, want, line)
+				}
+				if want := defaultText(f); want != "" && !strings.Contains(line, want) {
+					t.Errorf("--%s: help line lacks %s:\n%s", f.Name, want, line)
+				}
+			})
+			if n == 0 {
+				t.Errorf("%s has no flags", sub)
+			}
+		})
+	}
+}
+
+// TestRunContractFlags pins the flags and defaults that users and scripts
+// rely on.
+func TestRunContractFlags(t *testing.T) {
+	help, _, err := execute(t, newRootCommand(), []string{"run", "--help"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		flag, env, def string // def "" means no default is shown
+	}{
+		{"pg-url", "OUTBOXD_PG_URL", `"postgres://postgres@127.0.0.1:5432/postgres"`},
+		{"nats-url", "OUTBOXD_NATS_URL", `"nats://127.0.0.1:4222"`},
+		{"stream", "OUTBOXD_STREAM", `"OUTBOX"`},
+		{"slot", "OUTBOXD_SLOT", `"outboxd"`},
+		{"publication", "OUTBOXD_PUBLICATION", `"outboxd"`},
+		{"table", "OUTBOXD_TABLE", `"public.outbox"`},
+		{"subject", "OUTBOXD_SUBJECT", `"outbox.{aggregate_type}.{event_type}"`},
+		{"checkpoint", "OUTBOXD_CHECKPOINT", `"kv:outboxd"`},
+		{"create-stream", "OUTBOXD_CREATE_STREAM", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag, func(t *testing.T) {
+			line := flagLine(t, help, tt.flag)
+			if !strings.Contains(line, "(env "+tt.env+")") {
+				t.Errorf("help line lacks (env %s):\n%s", tt.env, line)
+			}
+			if tt.def != "" && !strings.Contains(line, "(default "+tt.def+")") {
+				t.Errorf("help line lacks (default %s):\n%s", tt.def, line)
+			}
+			if tt.def == "" && strings.Contains(line, "(default ") {
+				t.Errorf("help line shows a default, want none:\n%s", line)
+			}
+		})
+	}
+	// The parsed defaults, not only the help text.
+	cfg, err := parseRun(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultRunConfig()
+	if cfg.PGURL != want.PGURL || cfg.NATSURL != want.NATSURL || cfg.Stream != "OUTBOX" || cfg.Slot != "outboxd" ||
+		cfg.Publication != "outboxd" || cfg.Table != "public.outbox" ||
+		cfg.Subject != "outbox.{aggregate_type}.{event_type}" || cfg.Checkpoint != "kv:outboxd" || cfg.CreateStream {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	if cfg.table.Schema != "public" || cfg.table.Name != "outbox" || cfg.location.Kind != "kv" ||
+		cfg.location.Bucket != "outboxd" || cfg.template == nil {
+		t.Errorf("parsed forms of the defaults: table %+v, location %+v, template %v", cfg.table, cfg.location, cfg.template)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := execute(t, newRootCommand(), []string{"version"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := strings.CutPrefix(out, "outboxd "); !ok || strings.TrimSpace(v) == "" || !strings.HasSuffix(v, "\n") {
+		t.Errorf("version printed %q, want \"outboxd <version>\\n\"", out)
+	}
+
+	old := version
+	t.Cleanup(func() { version = old })
+	version = "v1.2.3"
+	out, _, err = execute(t, newRootCommand(), []string{"version"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "outboxd v1.2.3\n" {
+		t.Errorf("version printed %q, want %q", out, "outboxd v1.2.3\n")
+	}
+	if _, _, err := execute(t, newRootCommand(), []string{"version", "extra"}, nil); err == nil {
+		t.Error("version with an argument: no error")
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(runConfig) any
+		val  any
+	}{
+		{"stream default", nil, nil, func(c runConfig) any { return c.Stream }, "OUTBOX"},
+		{"stream env", nil, map[string]string{"OUTBOXD_STREAM": "FROM_ENV"}, func(c runConfig) any { return c.Stream }, "FROM_ENV"},
+		{"stream flag over env", []string{"--stream", "FROM_FLAG"}, map[string]string{"OUTBOXD_STREAM": "FROM_ENV"},
+			func(c runConfig) any { return c.Stream }, "FROM_FLAG"},
+		{"stream flag", []string{"--stream=FROM_FLAG"}, nil, func(c runConfig) any { return c.Stream }, "FROM_FLAG"},
+		{"max-in-flight env", nil, map[string]string{"OUTBOXD_MAX_IN_FLIGHT": "10"},
+			func(c runConfig) any { return c.MaxInFlight }, 10},
+		{"max-in-flight flag over env", []string{"--max-in-flight", "20"}, map[string]string{"OUTBOXD_MAX_IN_FLIGHT": "10"},
+			func(c runConfig) any { return c.MaxInFlight }, 20},
+		{"create-stream env", nil, map[string]string{"OUTBOXD_CREATE_STREAM": "true"},
+			func(c runConfig) any { return c.CreateStream }, true},
+		{"create-stream flag over env", []string{"--create-stream=false"}, map[string]string{"OUTBOXD_CREATE_STREAM": "true"},
+			func(c runConfig) any { return c.CreateStream }, false},
+		{"shutdown-timeout env", nil, map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "5s"},
+			func(c runConfig) any { return c.ShutdownTimeout }, 5 * time.Second},
+		{"shutdown-timeout flag over env", []string{"--shutdown-timeout", "7s"}, map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "5s"},
+			func(c runConfig) any { return c.ShutdownTimeout }, 7 * time.Second},
+		{"bad env ignored when the flag is given", []string{"--shutdown-timeout", "7s"}, map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "abc"},
+			func(c runConfig) any { return c.ShutdownTimeout }, 7 * time.Second},
+		{"table env is parsed", nil, map[string]string{"OUTBOXD_TABLE": `"Sales"."Outbox"`},
+			func(c runConfig) any { return c.table.Schema + "|" + c.table.Name }, "Sales|Outbox"},
+		{"checkpoint env is parsed", nil, map[string]string{"OUTBOXD_CHECKPOINT": "file:/tmp/x/../ckpt"},
+			func(c runConfig) any { return c.location.Kind + "|" + c.location.Path }, "file|/tmp/ckpt"},
+		{"nats-url list with spaces", []string{"--nats-url", "nats://a:4222, nats://b:4222"}, nil,
+			func(c runConfig) any { return c.NATSURL }, "nats://a:4222, nats://b:4222"},
+		{"env of another command is not read", nil, map[string]string{"OUTBOXD_EVENTS": "5"},
+			func(c runConfig) any { return c.Stream }, "OUTBOX"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseRun(t, tt.args, tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.want(cfg); got != tt.val {
+				t.Errorf("got %v, want %v", got, tt.val)
+			}
+		})
+	}
+}
+
+func TestDemoAndMigratePrecedence(t *testing.T) {
+	// demo validates --events before it starts anything, so an out-of-range
+	// value shows which source won without starting servers.
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{"env", nil, map[string]string{"OUTBOXD_EVENTS": "0"}, "--events 0 is out of range"},
+		{"flag over env", []string{"--events", "-1"}, map[string]string{"OUTBOXD_EVENTS": "0"}, "--events -1 is out of range"},
+		{"bad env", nil, map[string]string{"OUTBOXD_EVENTS": "many"}, `OUTBOXD_EVENTS="many" is not a valid --events`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := execute(t, newRootCommand(), append([]string{"demo"}, tt.args...), tt.env)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+var badRunInput = []struct {
+	name    string
+	args    []string
+	env     map[string]string
+	wantErr []string // substrings that must all appear
+}{
+	{name: "env duration", env: map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "abc"},
+		wantErr: []string{"OUTBOXD_SHUTDOWN_TIMEOUT", `"abc"`, "--shutdown-timeout"}},
+	{name: "env bool", env: map[string]string{"OUTBOXD_CREATE_STREAM": "maybe"},
+		wantErr: []string{"OUTBOXD_CREATE_STREAM", `"maybe"`, "--create-stream"}},
+	{name: "env int", env: map[string]string{"OUTBOXD_MAX_IN_FLIGHT": "lots"},
+		wantErr: []string{"OUTBOXD_MAX_IN_FLIGHT", `"lots"`, "--max-in-flight"}},
+	{name: "env valid syntax, bad value", env: map[string]string{"OUTBOXD_MAX_IN_FLIGHT": "0"},
+		wantErr: []string{"--max-in-flight", "0", "1 to 65536"}},
+	{name: "checkpoint no kind", args: []string{"--checkpoint", "nowhere"},
+		wantErr: []string{"--checkpoint", `"nowhere"`}},
+	{name: "checkpoint unknown kind", args: []string{"--checkpoint", "s3:bucket"},
+		wantErr: []string{"--checkpoint", `"s3:bucket"`}},
+	{name: "checkpoint bad bucket", args: []string{"--checkpoint", "kv:a.b"},
+		wantErr: []string{"--checkpoint", `"kv:a.b"`}},
+	{name: "checkpoint empty path", args: []string{"--checkpoint", "file:"},
+		wantErr: []string{"--checkpoint", `"file:"`}},
+	{name: "subject unclosed", args: []string{"--subject", "outbox.{event_type"},
+		wantErr: []string{"--subject", `"outbox.{event_type"`}},
+	{name: "subject wildcard", args: []string{"--subject", "outbox.*.{event_type}"},
+		wantErr: []string{"--subject", `"outbox.*.{event_type}"`}},
+	{name: "table unterminated quote", args: []string{"--table", `"public.outbox`},
+		wantErr: []string{"--table", `"\"public.outbox"`, "unterminated"}},
+	{name: "table three parts", args: []string{"--table", "db.public.outbox"},
+		wantErr: []string{"--table", `"db.public.outbox"`, "3"}},
+	{name: "max-in-flight 0", args: []string{"--max-in-flight", "0"},
+		wantErr: []string{"--max-in-flight", "0", "1 to 65536"}},
+	{name: "max-in-flight 70000", args: []string{"--max-in-flight", "70000"},
+		wantErr: []string{"--max-in-flight", "70000", "1 to 65536"}},
+	{name: "max-in-flight not a number", args: []string{"--max-in-flight", "x"},
+		wantErr: []string{"--max-in-flight", `"x"`}},
+	{name: "status-interval 1ms", args: []string{"--status-interval", "1ms"},
+		wantErr: []string{"--status-interval", "1ms", "10ms to 1m"}},
+	{name: "status-interval 2m", args: []string{"--status-interval", "2m"},
+		wantErr: []string{"--status-interval", "2m0s", "10ms to 1m"}},
+	{name: "checkpoint-interval 1ms", args: []string{"--checkpoint-interval", "1ms"},
+		wantErr: []string{"--checkpoint-interval", "1ms", "10ms to 1m"}},
+	{name: "shutdown-timeout 0", args: []string{"--shutdown-timeout", "0s"},
+		wantErr: []string{"--shutdown-timeout", "0s"}},
+	{name: "log-level loud", args: []string{"--log-level", "loud"},
+		wantErr: []string{"--log-level", `"loud"`}},
+	{name: "log-level empty", args: []string{"--log-level", ""},
+		wantErr: []string{"--log-level", `""`}},
+	{name: "stream empty", args: []string{"--stream", ""},
+		wantErr: []string{"--stream", "empty"}},
+	{name: "nats-url bad", args: []string{"--nats-url", "nats://bad host:4222"},
+		wantErr: []string{"--nats-url", `"nats://bad host:4222"`}},
+	{name: "nats-url empty", args: []string{"--nats-url", ""},
+		wantErr: []string{"--nats-url", `""`}},
+	{name: "nats-url only commas", args: []string{"--nats-url", " , "},
+		wantErr: []string{"--nats-url", `" , "`}},
+	{name: "nats-url bad second of a list", args: []string{"--nats-url", "nats://a:4222,nats://b :4222"},
+		wantErr: []string{"--nats-url", `"nats://a:4222,nats://b :4222"`}},
+	{name: "positional argument", args: []string{"extra"},
+		wantErr: []string{"extra"}},
+}
+
+// TestBadRunInput checks each bad setting is reported with its flag and
+// value, through the real command: validation fails before anything
+// connects, so no server is needed.
+func TestBadRunInput(t *testing.T) {
+	for _, tt := range badRunInput {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseRun(t, tt.args, tt.env)
+			checkErr(t, err, tt.wantErr)
+
+			// The same through newRootCommand, which would connect if
+			// validation let the input through.
+			start := time.Now()
+			_, _, err = execute(t, newRootCommand(), append([]string{"run"}, tt.args...), tt.env)
+			checkErr(t, err, tt.wantErr)
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("took %s: the error did not come from validation", d)
+			}
+		})
+	}
+}
+
+func checkErr(t testing.TB, err error, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one containing %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %q: the command tried to connect", err)
+	}
+}

@@ -1,0 +1,509 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/migrations"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var outboxColumns = []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "created_at"}
+
+// newOutboxDatabase makes a migrated database on srv and returns its DSN
+// and a normal connection to it, closed by t.Cleanup.
+func newOutboxDatabase(t testing.TB, srv *pgtest.Server) (string, *pgx.Conn) {
+	t.Helper()
+	dsn := srv.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := migrations.Apply(ctx, conn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return dsn, conn
+}
+
+// uniqueSlot names a slot no other test uses: slot names are per cluster,
+// not per database, and a server from OUTBOXD_TEST_PG_URL is shared by
+// every test package.
+func uniqueSlot() string { return "t_" + strings.ToLower(rand.Text()[:12]) }
+
+// insertEvents commits one transaction with n outbox rows.
+func insertEvents(t testing.TB, conn *pgx.Conn, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	for range n {
+		if _, err := tx.Exec(ctx, `INSERT INTO public.outbox (id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES ($1, 'order', 'o-1', 'OrderPlaced', '{"n": 1}')`, uuid.New()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slotRow is a slot's row in pg_replication_slots.
+type slotRow struct {
+	plugin, slotType string
+	confirmedFlush   pglogrepl.LSN
+	active           bool
+	activePID        int32
+}
+
+func (r slotRow) String() string {
+	return fmt.Sprintf("{plugin %s, type %s, confirmed_flush_lsn %s, active %v, pid %d}",
+		r.plugin, r.slotType, r.confirmedFlush, r.active, r.activePID)
+}
+
+func readSlot(t testing.TB, conn *pgx.Conn, slot string) slotRow {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var (
+		r         slotRow
+		confirmed *string
+		pid       *int32
+	)
+	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, confirmed_flush_lsn::text, active, active_pid
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&r.plugin, &r.slotType, &confirmed, &r.active, &pid)
+	if err != nil {
+		t.Fatalf("read slot %s: %v", slot, err)
+	}
+	if confirmed != nil {
+		if r.confirmedFlush, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pid != nil {
+		r.activePID = *pid
+	}
+	return r
+}
+
+// walsenderRow is the slot's walsender in pg_stat_replication.
+type walsenderRow struct {
+	pid                int32
+	write, flush       pglogrepl.LSN
+	replyTime          time.Time
+	hasWrite, hasFlush bool
+}
+
+func (r walsenderRow) String() string {
+	return fmt.Sprintf("{pid %d, write_lsn %s (set %v), flush_lsn %s (set %v), reply_time %s}",
+		r.pid, r.write, r.hasWrite, r.flush, r.hasFlush, r.replyTime.Format(time.RFC3339Nano))
+}
+
+func readWalsender(t testing.TB, conn *pgx.Conn, slot string) (walsenderRow, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var (
+		r            walsenderRow
+		write, flush *string
+		reply        *time.Time
+	)
+	err := conn.QueryRow(ctx, `SELECT r.pid, r.write_lsn::text, r.flush_lsn::text, r.reply_time
+		FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid
+		WHERE s.slot_name = $1`, slot).Scan(&r.pid, &write, &flush, &reply)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false
+	}
+	if err != nil {
+		t.Fatalf("read walsender of %s: %v", slot, err)
+	}
+	if write != nil {
+		r.write, r.hasWrite = mustLSN(t, *write), true
+	}
+	if flush != nil {
+		r.flush, r.hasFlush = mustLSN(t, *flush), true
+	}
+	if reply != nil {
+		r.replyTime = *reply
+	}
+	return r, true
+}
+
+func mustLSN(t testing.TB, s string) pglogrepl.LSN {
+	t.Helper()
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// eventually polls cond until it returns "" (met) or the deadline passes,
+// then fails with cond's last complaint.
+func eventually(t testing.TB, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		why := cond()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// awaitStatusUpdates returns once the walsender of slot has processed n
+// standby status updates sent after the call.
+func awaitStatusUpdates(t testing.TB, conn *pgx.Conn, slot string, n int) {
+	t.Helper()
+	since := time.Now()
+	seen := 0
+	var last time.Time
+	eventually(t, 30*time.Second, func() string {
+		w, ok := readWalsender(t, conn, slot)
+		if !ok {
+			return "slot " + slot + " has no walsender"
+		}
+		if w.replyTime.After(since) && !w.replyTime.Equal(last) {
+			seen++
+			last = w.replyTime
+		}
+		if seen < n {
+			return fmt.Sprintf("saw %d of %d status updates", seen, n)
+		}
+		return ""
+	})
+}
+
+// receiver collects what Stream.Run sends.
+type receiver struct {
+	t   testing.TB
+	out chan Message
+}
+
+// next returns the next message that match accepts, failing the test
+// after timeout or when Run closed the channel.
+func (r receiver) next(timeout time.Duration, what string, match func(Message) bool) Message {
+	r.t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case msg, ok := <-r.out:
+			if !ok {
+				r.t.Fatalf("waiting for %s: Run closed its channel", what)
+			}
+			if match(msg) {
+				return msg
+			}
+		case <-timer.C:
+			r.t.Fatalf("no %s within %s", what, timeout)
+		}
+	}
+}
+
+// transaction reads one whole transaction (Begin … Commit) and returns its
+// messages and its Commit.
+func (r receiver) transaction(timeout time.Duration) ([]Message, *pglogrepl.CommitMessage) {
+	r.t.Helper()
+	var msgs []Message
+	r.next(timeout, "Begin", func(m Message) bool { return m.Data != nil && m.Data[0] == 'B' })
+	for {
+		m := r.next(timeout, "message", func(m Message) bool { return m.Data != nil })
+		parsed, err := pglogrepl.Parse(m.Data)
+		if err != nil {
+			r.t.Fatalf("parse pgoutput %q: %v", m.Data[0], err)
+		}
+		if c, ok := parsed.(*pglogrepl.CommitMessage); ok {
+			return msgs, c
+		}
+		msgs = append(msgs, m)
+	}
+}
+
+func isInsert(m Message) bool { return m.Data != nil && m.Data[0] == 'I' }
+
+// runStream runs s.Run on out until the returned stop is called; stop
+// returns Run's error. t.Cleanup stops it if the test did not.
+func runStream(t testing.TB, s *Stream, out chan Message) (stop func() error, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx, out) }()
+	var (
+		stopped bool
+		err     error
+	)
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			// Run closes out when it returns; drain so it never blocks.
+			for range out { //nolint:revive // draining
+			}
+			err = <-errc
+		}
+		return err
+	}
+	t.Cleanup(func() { stop() }) //nolint:errcheck
+	return stop, errc
+}
+
+func TestStreamAgainstPostgres(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn, conn := newOutboxDatabase(t, srv)
+	slot := uniqueSlot()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	pcfg := PreflightConfig{Slot: slot, Publication: "outboxd", Table: Table{"public", "outbox"}, Columns: outboxColumns}
+	state, err := Preflight(ctx, conn, pcfg)
+	if err != nil {
+		t.Fatalf("Preflight on a migrated database: %v", err)
+	}
+	if state != (SlotState{}) {
+		t.Fatalf("Preflight before the slot exists: %+v, want it missing", state)
+	}
+
+	const interval = 100 * time.Millisecond
+	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			stream.Close(context.Background()) //nolint:errcheck
+		}
+	})
+	if stream.SystemID() == "" || stream.Timeline() < 1 {
+		t.Errorf("identity: system %q, timeline %d", stream.SystemID(), stream.Timeline())
+	}
+	// Before Start there is nothing to confirm, so Close has nothing to
+	// send; the same holds for a status update.
+	if err := stream.sendStatus(false); err != nil {
+		t.Errorf("status update before Start: %v", err)
+	}
+
+	consistent, err := stream.CreateSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if consistent == 0 {
+		t.Fatal("CreateSlot returned LSN 0")
+	}
+	if row := readSlot(t, conn, slot); row.plugin != "pgoutput" || row.slotType != "logical" || row.confirmedFlush != consistent {
+		t.Fatalf("slot after CreateSlot: %s, want logical pgoutput at %s", row, consistent)
+	}
+	if _, err := stream.CreateSlot(ctx); !Permanent(err) {
+		// 42710 duplicate_object: retrying cannot make the name free.
+		t.Errorf("second CreateSlot: %v, want a permanent error", err)
+	}
+	state, err = Preflight(ctx, conn, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SlotState{Exists: true, ConfirmedFlush: consistent}); state != want {
+		t.Fatalf("Preflight after CreateSlot: %+v, want %+v", state, want)
+	}
+
+	if err := stream.Start(ctx, consistent, nil); err == nil || !strings.HasPrefix(err.Error(), "BUG:") {
+		t.Errorf("Start without durable: %v, want a BUG error", err)
+	}
+	var durable atomic.Uint64
+	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return pglogrepl.LSN(durable.Load()) }); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan Message, 64)
+	stop, _ := runStream(t, stream, out)
+	rx := receiver{t: t, out: out}
+
+	// An INSERT arrives as XLogData with its own copy of the bytes.
+	insertEvents(t, conn, 1)
+	msgs, commit1 := rx.transaction(30 * time.Second)
+	var insert *Message
+	for i := range msgs {
+		if isInsert(msgs[i]) {
+			insert = &msgs[i]
+		}
+	}
+	if insert == nil {
+		t.Fatalf("transaction without an Insert: %d messages", len(msgs))
+	}
+	if insert.WALStart == 0 || insert.ServerWALEnd == 0 || len(insert.Data) < 2 {
+		t.Errorf("Insert message: WALStart %s, ServerWALEnd %s, %d bytes", insert.WALStart, insert.ServerWALEnd, len(insert.Data))
+	}
+	saved := bytes.Clone(insert.Data)
+	l1 := commit1.TransactionEndLSN
+	if l1 <= consistent {
+		t.Fatalf("commit end %s is not after the consistent point %s", l1, consistent)
+	}
+
+	// Keepalives arrive as messages without Data.
+	ka := rx.next(30*time.Second, "keepalive", func(m Message) bool { return m.Data == nil })
+	if ka.ServerWALEnd == 0 || ka.WALStart != 0 {
+		t.Errorf("keepalive: %+v", ka)
+	}
+
+	// Durable 0: status updates confirm nothing.
+	awaitStatusUpdates(t, conn, slot, 3)
+	if got := readSlot(t, conn, slot).confirmedFlush; got != consistent {
+		t.Fatalf("durable 0: confirmed_flush_lsn moved from %s to %s", consistent, got)
+	}
+
+	// Durable L1 while a later transaction has been received: the slot is
+	// confirmed at L1, not at what was received.
+	durable.Store(uint64(l1))
+	insertEvents(t, conn, 2)
+	_, commit2 := rx.transaction(30 * time.Second)
+	l2 := commit2.TransactionEndLSN
+	if l2 <= l1 {
+		t.Fatalf("second commit end %s is not after the first %s", l2, l1)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if got := readSlot(t, conn, slot).confirmedFlush; got != l1 {
+			return fmt.Sprintf("confirmed_flush_lsn %s, want durable %s", got, l1)
+		}
+		return ""
+	})
+	awaitStatusUpdates(t, conn, slot, 3)
+	if got := readSlot(t, conn, slot).confirmedFlush; got != l1 {
+		t.Fatalf("confirmed_flush_lsn %s, want durable %s (received up to past %s)", got, l1, l2)
+	}
+	w, ok := readWalsender(t, conn, slot)
+	if !ok || !w.hasFlush || w.flush != l1 || !w.hasWrite || w.write <= l2 {
+		t.Errorf("walsender: %s; want flush %s and write (received) past %s", w, l1, l2)
+	}
+	pid := w.pid
+
+	// The private copy survived later reads into pgconn's buffer.
+	if !bytes.Equal(insert.Data, saved) {
+		t.Error("Insert data changed after later messages: Run did not copy it")
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("Run after cancel: %v, want nil", err)
+	}
+	// Close confirms what is durable by then, with a final status update.
+	durable.Store(uint64(l2))
+	closed = true
+	if err := stream.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if row := readSlot(t, conn, slot); row.confirmedFlush != l2 || row.active {
+			return fmt.Sprintf("after Close: slot %s (walsender was %d), want confirmed at %s and inactive", row, pid, l2)
+		}
+		return ""
+	})
+	state, err = Preflight(ctx, conn, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SlotState{Exists: true, ConfirmedFlush: l2}); state != want {
+		t.Errorf("Preflight after Close: %+v, want %+v", state, want)
+	}
+}
+
+// TestStreamBackPressure checks invariant 6: while nobody reads what Run
+// delivers, Run keeps sending status updates, so the server does not end
+// the session after wal_sender_timeout.
+func TestStreamBackPressure(t *testing.T) {
+	const walSenderTimeout = 2 * time.Second
+	srv := pgtest.Start(t, pgtest.WithConf("wal_sender_timeout", "2s"))
+	dsn, conn := newOutboxDatabase(t, srv)
+	slot := uniqueSlot()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var setting string
+	if err := conn.QueryRow(ctx, "SHOW wal_sender_timeout").Scan(&setting); err != nil || setting != "2s" {
+		t.Fatalf("wal_sender_timeout = %q, %v; want 2s", setting, err)
+	}
+
+	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck
+	consistent, err := stream.CreateSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return consistent }); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan Message) // unbuffered, and nobody reads for now
+	stop, done := runStream(t, stream, out)
+
+	const transactions = 3
+	for range transactions {
+		insertEvents(t, conn, 1)
+	}
+	var walsender int32
+	eventually(t, 10*time.Second, func() string {
+		w, ok := readWalsender(t, conn, slot)
+		if !ok {
+			return "no walsender for " + slot
+		}
+		walsender = w.pid
+		return ""
+	})
+
+	time.Sleep(3 * walSenderTimeout) // the scenario: back-pressured for 3× the timeout
+
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while back-pressured: %v", err)
+	default:
+	}
+	w, ok := readWalsender(t, conn, slot)
+	if !ok || w.pid != walsender {
+		t.Fatalf("walsender %d is gone (now %s, %v): the server ended the session", walsender, w, ok)
+	}
+	if age := time.Since(w.replyTime); age > walSenderTimeout {
+		t.Errorf("last status update %s ago, want under wal_sender_timeout %s", age, walSenderTimeout)
+	}
+
+	// Reading again: everything committed arrives, and the session still
+	// streams new commits.
+	rx := receiver{t: t, out: out}
+	for i := range transactions {
+		msgs, _ := rx.transaction(10 * time.Second)
+		if len(msgs) == 0 || !isInsert(msgs[len(msgs)-1]) {
+			t.Fatalf("transaction %d: %d messages, want its Insert", i, len(msgs))
+		}
+	}
+	insertEvents(t, conn, 1)
+	rx.transaction(10 * time.Second)
+	if w, ok := readWalsender(t, conn, slot); !ok || w.pid != walsender {
+		t.Errorf("walsender changed from %d to %s", walsender, w)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v, want nil", err)
+	}
+}
