@@ -32,6 +32,7 @@ type runConfig struct {
 	StatusInterval  time.Duration
 	CheckpointEvery time.Duration
 	ShutdownTimeout time.Duration
+	StandbyRetry    time.Duration
 	LogLevel        string
 
 	// Parsed forms, set by validate.
@@ -54,6 +55,7 @@ func defaultRunConfig() runConfig {
 		StatusInterval:  time.Second,
 		CheckpointEvery: 200 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
+		StandbyRetry:    2 * time.Second,
 		LogLevel:        "info",
 	}
 }
@@ -73,6 +75,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.StatusInterval, "status-interval", c.StatusInterval, "how often the confirmed position is sent to PostgreSQL (10ms-1m)")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-interval", c.CheckpointEvery, "how often the acknowledged position is saved (10ms-1m)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long SIGINT/SIGTERM waits for in-flight acknowledgements")
+	fs.DurationVar(&c.StandbyRetry, "standby-retry", c.StandbyRetry, "while another outboxd holds the slot, how often to try to take it over (100ms-1m)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 }
 
@@ -114,6 +117,9 @@ func (c *runConfig) validate() error {
 		if d < 10*time.Millisecond || d > time.Minute {
 			return fmt.Errorf("%s %s is out of range: use 10ms to 1m", name, d)
 		}
+	}
+	if c.StandbyRetry < 100*time.Millisecond || c.StandbyRetry > time.Minute {
+		return fmt.Errorf("--standby-retry %s is out of range: use 100ms to 1m", c.StandbyRetry)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s must be positive, e.g. 30s", c.ShutdownTimeout)

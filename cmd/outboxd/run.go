@@ -82,6 +82,7 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 	const minBackoff, maxBackoff = 200 * time.Millisecond, 10 * time.Second
 	backoff := minBackoff
 	var lastErr string
+	standingBy := false
 	for {
 		started := time.Now()
 		err := runSession(ctx, cfg, nc, log)
@@ -94,19 +95,33 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 		case permanent(err):
 			return err
 		}
-		if time.Since(started) > time.Minute {
-			backoff = minBackoff // it ran for a while: this is a new outage
-		}
-		if err.Error() != lastErr {
-			log.Warn().Err(err).Dur("retry_in", backoff).Msg("session interrupted; retrying")
-			lastErr = err.Error()
+		wait := backoff
+		if errors.Is(err, replication.ErrSlotActive) {
+			// Another outboxd streams from the slot: stand by and take
+			// over as soon as PostgreSQL lets it go.
+			if !standingBy {
+				log.Info().Str("slot", cfg.Slot).Dur("retry_every", cfg.StandbyRetry).
+					Msg("replication slot is active in another process (SQLSTATE 55006); standing by")
+				standingBy, lastErr = true, ""
+			}
+			wait = cfg.StandbyRetry
+		} else {
+			if time.Since(started) > time.Minute {
+				backoff = minBackoff // it ran for a while: this is a new outage
+			}
+			if err.Error() != lastErr {
+				log.Warn().Err(err).Dur("retry_in", backoff).Msg("session interrupted; retrying")
+				lastErr = err.Error()
+			}
+			standingBy = false
+			wait = backoff
+			backoff = min(backoff*2, maxBackoff)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
