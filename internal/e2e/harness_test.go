@@ -475,3 +475,5 @@ func (e *env) confirmedFlush(conn *pgx.Conn) pglogrepl.LSN {
 	}
 	return lsn
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxd/outboxd/internal/checker"
+	"github.com/outboxd/outboxd/internal/pgtest"
+)
+
+// TestSlotInvalidated: a slot that lost its WAL to max_slot_wal_keep_size
+// (wal_status = lost) stops outboxd with an error saying so and what to do.
+func TestSlotInvalidated(t *testing.T) {
+	e := newEnv(t, pgtest.Start(t, pgtest.WithConf("max_slot_wal_keep_size", "1MB"), pgtest.WithConf("wal_keep_size", "0")), true)
+	w := e.newWriter(checker.New(), 5)
+	e.streamThenStop(w, 3)
+	// With outboxd stopped, write well past the limit and checkpoint so the
+	// server removes the WAL the slot still needs.
+	conn := e.connect()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var status string
+		if err := conn.QueryRow(ctx, "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", e.slot).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		if status == "lost" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot wal_status is still %q", status)
+		}
+		if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS filler (b text); INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 5000); SELECT pg_switch_wal(); CHECKPOINT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.expectExit(e.args(), "invalidated (wal_status = lost)", "pg_drop_replication_slot")
+}
+
+// TestPublicationDroppedMidStream: dropping the publication while outboxd
+// streams stops it with an error naming the publication.
+func TestPublicationDroppedMidStream(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	p := e.start(e.args()...)
+	e.waitStreaming(p)
+	w := e.newWriter(checker.New(), 5)
+	if _, err := w.tx(context.Background(), 3, true); err != nil {
+		t.Fatal(err)
+	}
+	e.readStream(e.nats.JetStream(t), 3, time.Minute)
+	e.pg.Exec(t, e.dsn, "DROP PUBLICATION outboxd")
+	// The walsender notices when it next decodes a change for the slot.
+	if _, err := w.tx(context.Background(), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(time.Minute); code == 0 {
+		t.Fatal("outboxd exited 0 after its publication was dropped")
+	}
+	if out := p.output.String(); !contains(out, `publication "outboxd" does not exist`) {
+		t.Errorf("output does not name the dropped publication:\n%s", tail(out, 20))
+	}
+}
+
+// TestTableAlteredMidStream: a new column changes the Relation message and
+// decoding goes on; dropping a required column stops outboxd with an error
+// naming the column, and nothing after it is confirmed.
+func TestTableAlteredMidStream(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	p := e.start(e.args()...)
+	e.waitStreaming(p)
+	check := checker.New()
+	w := e.newWriter(check, 5)
+	ctx := context.Background()
+	if _, err := w.tx(ctx, 2, true); err != nil {
+		t.Fatal(err)
+	}
+	e.pg.Exec(t, e.dsn, "ALTER TABLE outbox ADD COLUMN tenant text DEFAULT 'acme'")
+	if _, err := w.tx(ctx, 2, true); err != nil {
+		t.Fatal(err)
+	}
+	e.verify(e.nats.JetStream(t), check, time.Minute)
+
+	e.pg.Exec(t, e.dsn, "ALTER TABLE outbox DROP COLUMN event_type")
+	bad := uuid.New()
+	e.pg.Exec(t, e.dsn, "INSERT INTO outbox (id, aggregate_type, aggregate_id, payload) VALUES ($1, 'order', '1', '{}')", bad)
+	if code := p.wait(time.Minute); code == 0 {
+		t.Fatal("outboxd exited 0 after a required column was dropped")
+	}
+	if out := p.output.String(); !contains(out, `column "event_type"`) {
+		t.Errorf("output does not name the dropped column:\n%s", tail(out, 20))
+	}
+	if msgs := e.readStream(e.nats.JetStream(t), 4, time.Second); len(msgs) != 4 {
+		t.Errorf("stream holds %d messages, want the 4 written before the column was dropped", len(msgs))
+	}
+}
