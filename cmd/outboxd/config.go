@@ -20,6 +20,7 @@ import (
 type runConfig struct {
 	PGURL           string
 	NATSURL         string
+	NATSMonitorURL  string
 	Stream          string
 	Slot            string
 	Publication     string
@@ -63,6 +64,7 @@ func defaultRunConfig() runConfig {
 func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PGURL, "pg-url", c.PGURL, "PostgreSQL URL of the database holding the outbox table (the role needs REPLICATION)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
+	fs.StringVar(&c.NATSMonitorURL, "nats-monitor-url", c.NATSMonitorURL, "NATS monitoring URL (e.g. http://127.0.0.1:8222), read at start to check that a single-replica stream's server fsyncs every write")
 	fs.StringVar(&c.Stream, "stream", c.Stream, "JetStream stream the events are published to")
 	fs.StringVar(&c.Slot, "slot", c.Slot, "logical replication slot (created with pgoutput if missing)")
 	fs.StringVar(&c.Publication, "publication", c.Publication, "publication that holds the outbox table")
@@ -96,6 +98,11 @@ func (c *runConfig) validate() error {
 	}
 	if urls == 0 {
 		return fmt.Errorf("--nats-url %q is not a URL: use nats://host:4222", c.NATSURL)
+	}
+	if c.NATSMonitorURL != "" {
+		if u, err := url.Parse(c.NATSMonitorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--nats-monitor-url %q is not an HTTP URL: use http://host:8222", c.NATSMonitorURL)
+		}
 	}
 	var err error
 	if c.table, err = replication.ParseTable(c.Table); err != nil {

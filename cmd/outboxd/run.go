@@ -82,10 +82,10 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 	const minBackoff, maxBackoff = 200 * time.Millisecond, 10 * time.Second
 	backoff := minBackoff
 	var lastErr string
-	standingBy := false
+	standingBy, warned := false, false
 	for {
 		started := time.Now()
-		err := runSession(ctx, cfg, nc, log)
+		err := runSession(ctx, cfg, nc, log, &warned)
 		switch {
 		case err == nil:
 			log.Info().Msg("stopped")

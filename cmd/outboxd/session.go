@@ -30,8 +30,9 @@ func newJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
 
 // runSession runs one replication session: preflight, resume point, then
 // the pipeline replication → decoder → sink → checkpoint until ctx is done
-// (a clean stop returns nil) or a stage fails.
-func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.Logger) error {
+// (a clean stop returns nil) or a stage fails. The stream's warnings are
+// logged by the first session only (warned), not on every reconnect.
+func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.Logger, warned *bool) error {
 	js, err := newJetStream(nc)
 	if err != nil {
 		return err
@@ -40,8 +41,15 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return err
 	}
-	for _, w := range warnings {
-		log.Warn().Str("stream", cfg.Stream).Msg(w)
+	if !*warned {
+		durability, err := sink.CheckDurability(ctx, js, cfg.Stream, cfg.NATSMonitorURL)
+		if err != nil {
+			log.Warn().Err(err).Str("stream", cfg.Stream).Msg("cannot check whether acknowledged messages survive a power failure")
+		}
+		for _, w := range append(warnings, durability...) {
+			log.Warn().Str("stream", cfg.Stream).Msg(w)
+		}
+		*warned = true
 	}
 	store, err := openStore(ctx, cfg, nc)
 	if err != nil {
