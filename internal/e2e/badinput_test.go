@@ -79,7 +79,7 @@ func TestStartupErrors(t *testing.T) {
 			name:    "stream missing and not allowed to create it",
 			migrate: true,
 			args: func(e *env) []string {
-				return []string{"run", "--pg-url", e.dsn, "--nats-url", e.nats.URL(), "--slot", e.slot}
+				return []string{"run", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot}
 			},
 			want: []string{`stream "OUTBOX" does not exist`, "--create-stream"},
 		},
@@ -183,7 +183,7 @@ func TestRowErrors(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", w, tail(p.output.String(), 20))
 				}
 			}
-			msgs := e.readStream(e.nats.JetStream(t), 1, 30*time.Second)
+			msgs := e.readStream(e.js(), 1, 30*time.Second)
 			if len(msgs) != 1 || msgs[0].Header.Get("Nats-Msg-Id") != good.String() {
 				t.Fatalf("stream holds %d messages, want only the good row %s", len(msgs), good)
 			}

@@ -70,7 +70,7 @@ func TestEndToEnd(t *testing.T) {
 	check.Committed([]checker.Event{{ID: withHeaders.ID.String(), Aggregate: withHeaders.AggregateType + "/" + withHeaders.AggregateID}})
 	committed = append(committed, withHeaders)
 
-	js := e.nats.JetStream(t)
+	js := e.js()
 	msgs := e.readStream(js, len(committed), 2*time.Minute)
 	elapsed := time.Since(started)
 	t.Logf("%d events written and streamed in %s: %.0f events/s", len(committed), elapsed.Round(time.Millisecond), float64(len(committed))/elapsed.Seconds())
@@ -164,7 +164,7 @@ func TestCrashRecovery(t *testing.T) {
 	if err := writes.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	report := e.verify(e.nats.JetStream(t), check, 3*time.Minute)
+	report := e.verify(e.js(), check, 3*time.Minute)
 	t.Logf("after %d kills: %s", kills, report)
 	if code := p.stop(time.Minute); code != 0 {
 		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
@@ -198,7 +198,7 @@ func TestNATSOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	js := e.nats.JetStream(t)
+	js := e.js()
 	report := e.verify(js, check, 2*time.Minute)
 	t.Logf("NATS outage of 10s: %s", report)
 	// The first message stored after the outage began bounds what may have
@@ -241,7 +241,7 @@ func TestRestartResume(t *testing.T) {
 	check := checker.New()
 	w := e.newWriter(check, 10)
 	ctx := context.Background()
-	js := e.nats.JetStream(t)
+	js := e.js()
 
 	p := e.start(e.args()...)
 	e.waitStreaming(p)

@@ -16,7 +16,7 @@ import (
 // up and returns when it was stored.
 func (e *env) firstStoredAfter(t0 time.Time, timeout time.Duration) time.Time {
 	e.t.Helper()
-	js := e.nats.JetStream(e.t)
+	js := e.js()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		stream, err := js.Stream(context.Background(), streamName)
@@ -86,7 +86,7 @@ func TestHotStandby(t *testing.T) {
 	if err := writes.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	report := e.verify(e.nats.JetStream(t), check, time.Minute)
+	report := e.verify(e.js(), check, time.Minute)
 	t.Logf("hot standby: %s", report)
 	if n := strings.Count(standby.output.String(), "standing by"); n != 1 {
 		t.Errorf("the standby logged %q %d times, want once", "standing by", n)
@@ -118,7 +118,7 @@ func TestPostgresRestart(t *testing.T) {
 	if err := writes.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	report := e.verify(e.nats.JetStream(t), check, 2*time.Minute)
+	report := e.verify(e.js(), check, 2*time.Minute)
 	t.Logf("2 PostgreSQL restarts: %s", report)
 	if code := p.stop(time.Minute); code != 0 {
 		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)

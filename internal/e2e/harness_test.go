@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,19 +61,49 @@ const streamName = "OUTBOX"
 
 // env is one test's database, NATS server and outboxd settings.
 type env struct {
-	t    *testing.T
-	pg   *pgtest.Server
-	dsn  string
-	nats *natstest.Server
-	slot string
-	dir  string
+	t       *testing.T
+	pg      *pgtest.Server
+	dsn     string
+	nats    *natstest.Server  // single-node runs
+	cluster *natstest.Cluster // cluster runs
+	slot    string
+	dir     string
+}
+
+// url is the NATS URL outboxd and the test connect to.
+func (e *env) url() string {
+	if e.cluster != nil {
+		return e.cluster.URL()
+	}
+	return e.nats.URL()
+}
+
+// js is a JetStream context for the test (closed by t.Cleanup).
+func (e *env) js() jetstream.JetStream {
+	if e.cluster != nil {
+		return e.cluster.JetStream(e.t)
+	}
+	return e.nats.JetStream(e.t)
 }
 
 // newEnv makes a fresh database on pg (migrated unless migrate is false)
 // and a NATS server of its own.
 func newEnv(t *testing.T, pg *pgtest.Server, migrate bool, natsOpts ...natstest.Option) *env {
 	t.Helper()
-	e := &env{t: t, pg: pg, dsn: pg.NewDatabase(t), nats: natstest.Start(t, natsOpts...), dir: t.TempDir()}
+	return setUp(t, &env{t: t, pg: pg, nats: natstest.Start(t, natsOpts...)}, migrate)
+}
+
+// newClusterEnv is newEnv with a three-node JetStream cluster.
+func newClusterEnv(t *testing.T, pg *pgtest.Server, migrate bool) *env {
+	t.Helper()
+	c := natstest.StartCluster(t, 3)
+	c.WaitReady(t)
+	return setUp(t, &env{t: t, pg: pg, cluster: c}, migrate)
+}
+
+func setUp(t *testing.T, e *env, migrate bool) *env {
+	t.Helper()
+	e.dsn, e.dir = e.pg.NewDatabase(t), t.TempDir()
 	// Slot names are per cluster: derive one from the unique database name.
 	cfg, err := pgx.ParseConfig(e.dsn)
 	if err != nil {
@@ -108,7 +139,7 @@ func (e *env) connect() *pgx.Conn {
 
 // args is the command line of `outboxd run` for this environment.
 func (e *env) args(extra ...string) []string {
-	return append([]string{"run", "--pg-url", e.dsn, "--nats-url", e.nats.URL(), "--slot", e.slot,
+	return append([]string{"run", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot,
 		"--stream", streamName, "--create-stream", "--log-level", "debug"}, extra...)
 }
 
@@ -236,6 +267,8 @@ type writer struct {
 	check      *checker.Checker
 	aggregates int
 	n          int
+	// rng, when set, picks each row's aggregate at random.
+	rng *rand.Rand
 	// survive makes tx ride out PostgreSQL restarts: a transaction that
 	// failed before COMMIT is recorded as rolled back, one whose COMMIT got
 	// no answer as uncertain, and the writer reconnects.
@@ -262,10 +295,17 @@ func (w *writer) next() row {
 	return row{
 		ID:            uuid.New(),
 		AggregateType: []string{"order", "customer", "invoice"}[w.n%3],
-		AggregateID:   fmt.Sprintf("agg-%d", w.n%w.aggregates),
+		AggregateID:   fmt.Sprintf("agg-%d", w.aggregate()),
 		EventType:     []string{"Created", "Updated"}[w.n%2],
 		Payload:       fmt.Sprintf(`{"n": %d, "note": "event %d"}`, w.n, w.n),
 	}
+}
+
+func (w *writer) aggregate() int {
+	if w.rng != nil {
+		return w.rng.IntN(w.aggregates)
+	}
+	return w.n % w.aggregates
 }
 
 // tx writes one transaction of size rows, committing it or rolling it back.
@@ -337,8 +377,8 @@ type load struct {
 }
 
 // background writes transactions until total rows are written (0: until
-// Stop), sleeping pace between them; shape(i) gives transaction i's size and
-// whether it commits.
+// Stop or until shape returns size 0), sleeping pace between them; shape(i)
+// gives transaction i's size and whether it commits.
 func (w *writer) background(total int, pace time.Duration, shape func(i int) (size int, commit bool)) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{cancel: cancel, done: make(chan struct{})}
@@ -346,6 +386,9 @@ func (w *writer) background(total int, pace time.Duration, shape func(i int) (si
 		defer close(l.done)
 		for i, written := 0, 0; (total == 0 || written < total) && ctx.Err() == nil; i++ {
 			size, commit := shape(i)
+			if size == 0 {
+				return
+			}
 			if total > 0 {
 				size = min(size, total-written)
 			}

@@ -26,7 +26,7 @@ func (e *env) streamThenStop(w *writer, n int, args ...string) {
 			e.t.Fatal(err)
 		}
 	}
-	e.readStream(e.nats.JetStream(e.t), w.check.Count(), time.Minute)
+	e.readStream(e.js(), w.check.Count(), time.Minute)
 	if code := p.stop(time.Minute); code != 0 {
 		e.t.Fatalf("outboxd exited %d after SIGTERM, want 0", code)
 	}
@@ -133,7 +133,7 @@ func TestPostgresConnectionLoss(t *testing.T) {
 	if err := writes.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	report := e.verify(e.nats.JetStream(t), check, 2*time.Minute)
+	report := e.verify(e.js(), check, 2*time.Minute)
 	t.Logf("3 connection losses: %s", report)
 	if retries := strings.Count(p.output.String(), "session interrupted; retrying"); retries < 1 || retries > 3 {
 		t.Errorf("logged %d retries for 3 connection losses, want 1 to 3 (once per state change)", retries)

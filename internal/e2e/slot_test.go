@@ -50,7 +50,7 @@ func TestPublicationDroppedMidStream(t *testing.T) {
 	if _, err := w.tx(context.Background(), 3, true); err != nil {
 		t.Fatal(err)
 	}
-	e.readStream(e.nats.JetStream(t), 3, time.Minute)
+	e.readStream(e.js(), 3, time.Minute)
 	e.pg.Exec(t, e.dsn, "DROP PUBLICATION outboxd")
 	// The walsender notices when it next decodes a change for the slot.
 	if _, err := w.tx(context.Background(), 1, true); err != nil {
@@ -81,7 +81,7 @@ func TestTableAlteredMidStream(t *testing.T) {
 	if _, err := w.tx(ctx, 2, true); err != nil {
 		t.Fatal(err)
 	}
-	e.verify(e.nats.JetStream(t), check, time.Minute)
+	e.verify(e.js(), check, time.Minute)
 
 	e.pg.Exec(t, e.dsn, "ALTER TABLE outbox DROP COLUMN event_type")
 	bad := uuid.New()
@@ -92,7 +92,7 @@ func TestTableAlteredMidStream(t *testing.T) {
 	if out := p.output.String(); !contains(out, `column "event_type"`) {
 		t.Errorf("output does not name the dropped column:\n%s", tail(out, 20))
 	}
-	if msgs := e.readStream(e.nats.JetStream(t), 4, time.Second); len(msgs) != 4 {
+	if msgs := e.readStream(e.js(), 4, time.Second); len(msgs) != 4 {
 		t.Errorf("stream holds %d messages, want the 4 written before the column was dropped", len(msgs))
 	}
 }
