@@ -20,15 +20,17 @@ import (
 // runs the full size (200,000 events, 10 kills) with these variables.
 type chaosConfig struct {
 	events, writers, kills, natsFaults, pgRestarts int
-	cluster                                       bool
+	seconds                                        int // how long the writes should take
+	cluster                                        bool
 }
 
 func chaosFromEnv(t *testing.T) chaosConfig {
 	t.Helper()
-	cfg := chaosConfig{events: 20_000, writers: 8, kills: 3, natsFaults: 3, pgRestarts: 2}
+	cfg := chaosConfig{events: 20_000, writers: 8, kills: 3, natsFaults: 3, pgRestarts: 2, seconds: 40}
 	for name, field := range map[string]*int{
 		"OUTBOXD_CHAOS_EVENTS": &cfg.events, "OUTBOXD_CHAOS_KILLS": &cfg.kills,
 		"OUTBOXD_CHAOS_WRITERS": &cfg.writers, "OUTBOXD_CHAOS_PG_RESTARTS": &cfg.pgRestarts,
+		"OUTBOXD_CHAOS_SECONDS": &cfg.seconds,
 	} {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -79,13 +81,16 @@ func TestChaos(t *testing.T) {
 		remaining -= n
 		return n
 	}
+	// Transactions average ~50 rows: pace each writer so the writes take
+	// about cfg.seconds and the faults fall among them.
+	pace := time.Duration(cfg.seconds) * time.Second * time.Duration(cfg.writers) * 50 / time.Duration(max(cfg.events, 1))
 	var writers []*load
 	for i := 0; i < cfg.writers; i++ {
 		w := e.newWriter(check, 1000)
 		w.rng = rand.New(rand.NewPCG(uint64(i), 42))
 		w.survive = true
 		shape := rand.New(rand.NewPCG(uint64(i), 7))
-		writers = append(writers, w.background(0, 5*time.Millisecond, func(int) (int, bool) {
+		writers = append(writers, w.background(0, pace, func(int) (int, bool) {
 			return take(1 + shape.IntN(100)), shape.IntN(10) != 0
 		}))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -28,9 +29,35 @@ type Config struct {
 	// MaxPayload is the largest message the server accepts, in bytes.
 	// Default: the server's default, 1 MiB.
 	MaxPayload int32
+	// ServerName names the server in logs, monitoring and JetStream's
+	// cluster metadata. Default: the server's generated ID, which changes on
+	// every start. Required with Cluster.Name: JetStream derives a node's
+	// peer ID from its name, so a node must keep it across restarts.
+	ServerName string
+	// Cluster makes the server a node of a JetStream cluster. Default: the
+	// zero ClusterConfig, a standalone server with no route port.
+	Cluster ClusterConfig
 	// Logger receives the server's log. Default: the zero Logger, which
 	// discards everything.
 	Logger zerolog.Logger
+}
+
+// ClusterConfig describes a server's place in a cluster. Its zero value
+// means not clustered.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every node. Empty: the server
+	// is not clustered, and Port and Routes must be unset.
+	Name string
+	// Port is the route port the other nodes connect to, on Config.Host.
+	// Default: a random free port; read the one chosen from the server's
+	// ClusterAddr(). Peers can only be told a port known in advance.
+	Port int
+	// Routes are the route URLs ("nats-route://127.0.0.1:6222") of the
+	// cluster's nodes. Required with Name. List every node, this one
+	// included (the server ignores a route to itself): before JetStream has
+	// seen its peers it sizes its metadata group from this list, and a list
+	// shorter than the cluster sets too small a quorum.
+	Routes []string
 }
 
 // Options returns the server options for cfg.
@@ -53,7 +80,41 @@ func (cfg Config) Options() (*server.Options, error) {
 	if o.Port == 0 {
 		o.Port = server.RANDOM_PORT
 	}
+	o.ServerName = cfg.ServerName
+	if err := cfg.Cluster.apply(o); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// apply sets o's cluster options; o.Host must already be set.
+func (c ClusterConfig) apply(o *server.Options) error {
+	if c.Name == "" {
+		if c.Port != 0 || len(c.Routes) != 0 {
+			return errors.New("natsembed: Cluster.Port and Cluster.Routes need Cluster.Name")
+		}
+		return nil
+	}
+	if o.ServerName == "" {
+		return errors.New("natsembed: ServerName is required with Cluster.Name")
+	}
+	if len(c.Routes) == 0 {
+		return errors.New("natsembed: Cluster.Routes is required with Cluster.Name (list every node, this one included)")
+	}
+	routes := make([]*url.URL, 0, len(c.Routes))
+	for _, r := range c.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Scheme != "nats-route" || u.Host == "" {
+			return fmt.Errorf("natsembed: Cluster.Routes: %q is not a nats-route://host:port URL", r)
+		}
+		routes = append(routes, u)
+	}
+	o.Cluster = server.ClusterOpts{Name: c.Name, Host: o.Host, Port: c.Port}
+	if o.Cluster.Port == 0 {
+		o.Cluster.Port = server.RANDOM_PORT
+	}
+	o.Routes = routes
+	return nil
 }
 
 // Start starts a server and returns once it accepts clients. The caller

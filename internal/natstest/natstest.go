@@ -50,6 +50,11 @@ func Start(t testing.TB, opts ...Option) *Server {
 // URL returns the client URL; it stays the same across Restart.
 func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.cfg.Port) }
 
+// Name returns the server's configured name: n1…nN for the nodes of a
+// Cluster, empty for a server from Start (nats-server then names it by its
+// ID, which changes on Restart).
+func (s *Server) Name() string { return s.cfg.ServerName }
+
 // StoreDir returns JetStream's storage folder.
 func (s *Server) StoreDir() string { return s.cfg.StoreDir }
 
@@ -73,9 +78,16 @@ func (s *Server) Shutdown() {
 }
 
 // Restart shuts the server down if it runs and starts a new one on the same
-// port and store, so streams and their messages survive.
+// port and store, so streams and their messages survive. A cluster node
+// rejoins its cluster; Cluster.WaitReady waits until it has caught up.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	if err := s.restart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) restart() error {
 	s.Shutdown()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -83,9 +95,10 @@ func (s *Server) Restart(t testing.TB) {
 	defer cancel()
 	srv, err := natsembed.Start(ctx, s.cfg)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s.srv = srv
+	return nil
 }
 
 // Conn connects to the server; t.Cleanup closes the connection. It
@@ -93,20 +106,31 @@ func (s *Server) Restart(t testing.TB) {
 // opts come after those defaults and can override them.
 func (s *Server) Conn(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	opts = append([]nats.Option{nats.Name(t.Name()), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50 * time.Millisecond)}, opts...)
-	nc, err := nats.Connect(s.URL(), opts...)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", s.URL(), err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return connect(t, s.URL(), opts)
 }
 
 // JetStream returns a JetStream context on a new Conn(t).
 func (s *Server) JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	js, err := jetstream.New(s.Conn(t))
+	return newJetStream(t, s.Conn(t))
+}
+
+// connect is Conn for one URL or a comma-separated list of them.
+func connect(t testing.TB, url string, opts []nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.Name(t.Name()), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func newJetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
