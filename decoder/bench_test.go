@@ -66,3 +66,51 @@ func BenchmarkPglogreplParseInsert(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSpoolReplay replays a streamed transaction of 100,000 outbox
+// rows (the row of BenchmarkDecodeInsert) from its spool file; spooling it
+// again before each replay is not timed.
+func BenchmarkSpoolReplay(b *testing.B) {
+	const rows = 100_000
+	spool := newSpool(b)
+	d := newDecoder(b, Config{Spool: spool})
+	events := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		streamRows(b, d, rows, 10_000)
+		b.StartTimer()
+		for ch, err := range d.Replay(streamXid) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ch.Kind == Insert {
+				events++
+			}
+		}
+	}
+	if events%rows != 0 {
+		b.Fatalf("replayed %d events, not a multiple of %d", events, rows)
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(0, "ns/op") // per 100k-row transaction: events/s says it better
+}
+
+// BenchmarkSpoolAppend decodes streamed outbox Inserts into the spool: the
+// cost of a row of a streamed transaction before its commit.
+func BenchmarkSpoolAppend(b *testing.B) {
+	spool := newSpool(b)
+	d := newDecoder(b, Config{Spool: spool}, streamStartMsg(streamXid, true), inStream(streamXid, outboxRelation()))
+	row := inStream(streamXid, insertMsg(outboxRelID, append(rowWith(4, text(benchPayload))[:5:5], null, text("2026-12-02 15:39:55.123456+00"))...))
+	b.SetBytes(int64(len(row)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Decode(rowLSN, row); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if _, err := d.Decode(rowLSN, streamStopMsg()); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -175,3 +175,44 @@ func newDecoder(tb testing.TB, cfg Config, setup ...[]byte) *Decoder {
 	}
 	return d
 }
+
+// Protocol version 2 streaming messages, as logicalrep_write_stream_* write
+// them.
+
+func streamStartMsg(xid uint32, first bool) []byte {
+	var f byte
+	if first {
+		f = 1
+	}
+	return msg{'S'}.u32(xid).u8(f)
+}
+
+func streamStopMsg() []byte { return msg{'E'} }
+
+func streamCommitMsg(xid uint32, commitLSN, endLSN pglogrepl.LSN, commitTime time.Time) []byte {
+	return msg{'c'}.u32(xid).u8(0).u64(uint64(commitLSN)).u64(uint64(endLSN)).u64(pgMicros(commitTime))
+}
+
+func streamAbortMsg(xid, subxid uint32) []byte { return msg{'A'}.u32(xid).u32(subxid) }
+
+// inStream turns a version 1 Relation, Insert, Update, Delete, Truncate,
+// Type or Message into its form inside a stream segment: the xid of the
+// (sub)transaction right after the type byte.
+func inStream(xid uint32, m []byte) []byte {
+	return append(msg{m[0]}.u32(xid), m[1:]...)
+}
+
+// newSpool returns a Spool in a test temporary folder, closed at cleanup.
+func newSpool(tb testing.TB) *Spool {
+	tb.Helper()
+	s, err := NewSpool(tb.TempDir())
+	if err != nil {
+		tb.Fatalf("NewSpool: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Spool.Close: %v", err)
+		}
+	})
+	return s
+}

@@ -53,6 +53,18 @@ type Config struct {
 	// DefaultColumns(); a partly filled value is used as is, so every
 	// required name must then be set.
 	Columns Columns
+	// Messages makes logical decoding messages decode to Kind Message
+	// (start replication with the pgoutput option messages 'true' to get
+	// them). Default false: they decode to None, unread.
+	Messages bool
+	// Spool enables pgoutput protocol version 2 with streaming of
+	// in-progress transactions (options proto_version '2', streaming 'on'):
+	// changes sent between Stream Start and Stream Stop go to the Spool's
+	// files, and Replay yields a transaction once its Stream Commit
+	// arrived. New discards whatever the Spool held. Default nil: protocol
+	// version 1, where the server never streams, and stream messages
+	// decode to None; do not request streaming then.
+	Spool *Spool
 }
 
 // Kind says what a decoded message means to the caller.
@@ -62,7 +74,9 @@ type Kind uint8
 // act on decode to None.
 const (
 	// None: nothing to do (Relation, Origin, Type, Update, Delete, Truncate,
-	// logical Message, stream messages, and Inserts into other tables).
+	// logical messages unless Config.Messages, Stream Start, Stream Stop,
+	// Stream Abort, the changes of a stream segment (spooled), and Inserts
+	// into other tables).
 	None Kind = iota
 	// Begin: a transaction starts; Change.Tx is set.
 	Begin
@@ -70,6 +84,13 @@ const (
 	Insert
 	// Commit: the transaction ends; Change.Tx and Change.EndLSN are set.
 	Commit
+	// Message: a logical decoding message (only with Config.Messages);
+	// Change.Message is set, and Change.Tx too when it is transactional.
+	Message
+	// StreamCommit: a streamed transaction committed (only with
+	// Config.Spool); Change.Tx and Change.EndLSN are set. The caller must
+	// then Replay it (or Discard it) before the next Decode.
+	StreamCommit
 )
 
 // String returns the kind's name.
@@ -83,6 +104,10 @@ func (k Kind) String() string {
 		return "Insert"
 	case Commit:
 		return "Commit"
+	case Message:
+		return "Message"
+	case StreamCommit:
+		return "StreamCommit"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -91,27 +116,39 @@ func (k Kind) String() string {
 type Change struct {
 	// Kind says which other fields are set.
 	Kind Kind
-	// Tx is the current transaction for Begin, Insert and Commit.
+	// Tx is the current transaction for Begin, Insert, Commit and a
+	// transactional Message; for StreamCommit, the transaction to Replay.
 	Tx TxInfo
 	// Event is the outbox row, for Insert only.
 	Event *Event
-	// EndLSN is the Commit message's transaction end LSN, for Commit only:
-	// the position to confirm once every event of the transaction is acked.
+	// EndLSN is the Commit message's transaction end LSN, for Commit and
+	// StreamCommit only: the position to confirm once every event of the
+	// transaction is acked.
 	EndLSN pglogrepl.LSN
+	// Message is the logical decoding message, for Message only.
+	Message *LogicalMessage
 }
 
-// Decoder turns pgoutput protocol version 1 messages into outbox events. It
-// keeps the Relation cache and the open transaction between calls, so one
-// Decoder serves one replication stream, in order, from one goroutine.
+// Decoder turns pgoutput messages (protocol version 1, or 2 with a Spool)
+// into outbox events. It keeps the Relation cache and the open transaction
+// between calls, so one Decoder serves one replication stream, in order,
+// from one goroutine.
 type Decoder struct {
-	schema  string
-	table   string
-	columns Columns
+	schema   string
+	table    string
+	columns  Columns
+	messages bool
+	spool    *Spool
 
 	rels    map[uint32]*relation
 	inTx    bool
 	tx      TxInfo
 	scratch []byte // reused to gather an event's strings into one allocation
+
+	// pending is the streamed transaction whose Stream Commit was decoded
+	// and that Replay has not finished (or Discard dropped) yet.
+	pending   *committedStream
+	replaying bool
 }
 
 // New returns a Decoder for the configured outbox table. It fails when a
@@ -134,31 +171,85 @@ func New(cfg Config) (*Decoder, error) {
 			return nil, fmt.Errorf("decoder config: Columns.%s is empty: set it to the outbox table's column name (default %q)", fieldNames[f], defs[f])
 		}
 	}
+	if cfg.Spool != nil {
+		if err := cfg.Spool.reset(); err != nil {
+			return nil, fmt.Errorf("decoder config: Spool: %w", err)
+		}
+	}
 	return &Decoder{
-		schema:  cfg.Schema,
-		table:   cfg.Table,
-		columns: cfg.Columns,
-		rels:    make(map[uint32]*relation),
+		schema:   cfg.Schema,
+		table:    cfg.Table,
+		columns:  cfg.Columns,
+		messages: cfg.Messages,
+		spool:    cfg.Spool,
+		rels:     make(map[uint32]*relation),
 	}, nil
 }
 
 // InTransaction reports whether the last Begin has not yet been matched by
-// its Commit.
-func (d *Decoder) InTransaction() bool { return d.inTx }
+// its Commit, or a Stream Commit has not yet been replayed: while it is
+// true, part of a received transaction is not yet in the caller's hands,
+// so no keepalive position may be confirmed. Between (and inside) the
+// segments of a streamed transaction it is false: nothing of that
+// transaction has been handed on, a keepalive's WAL end is still before its
+// commit record (so a restart does not skip it), and PostgreSQL holds the
+// slot's restart_lsn back for it (so a restart sends it again whole).
+func (d *Decoder) InTransaction() bool { return d.inTx || d.pending != nil }
+
+// OpenStreams counts the streamed transactions that have at least started
+// and are neither committed nor aborted yet; 0 without a Spool.
+func (d *Decoder) OpenStreams() int {
+	if d.spool == nil {
+		return 0
+	}
+	return d.spool.open()
+}
 
 // Decode decodes one pgoutput message: the payload of an XLogData message
-// whose WAL start is walStart. The returned Event keeps slices of data (its
-// Payload, and the row behind Event.Column), so data must not be modified
-// or reused afterwards; the decoder itself never writes to it.
+// whose WAL start is walStart. The returned Event (or LogicalMessage) keeps
+// slices of data (its Payload, and the row behind Event.Column), so data
+// must not be modified or reused afterwards; the decoder itself never
+// writes to it. Inside a stream segment nothing is kept: the message is
+// copied to the Spool.
 //
 // Errors: one wrapping ErrMalformed for a bad byte stream or protocol order,
 // a *SchemaError for an outbox table whose columns do not fit the mapping
 // (from its Relation message and every Insert into it after), and a
-// *RowError for an outbox row that cannot become an event.
+// *RowError for an outbox row that cannot become an event. With a Spool,
+// also an error from its files (disk full, say), and one when a Stream
+// Commit is still waiting for Replay or Discard. Inside a stream segment,
+// schema and row errors wait for Replay: the transaction may yet abort.
 func (d *Decoder) Decode(walStart pglogrepl.LSN, data []byte) (Change, error) {
 	if len(data) == 0 {
 		return Change{}, malformed("empty message")
 	}
+	if d.pending != nil {
+		return Change{}, fmt.Errorf("decode: the Stream Commit of xid %d has not been replayed: call Replay or Discard first", d.pending.tx.Xid)
+	}
+	if d.spool != nil {
+		if d.spool.closed {
+			return Change{}, fmt.Errorf("decode: %w", errSpoolClosed)
+		}
+		switch data[0] {
+		case 'S':
+			return d.decodeStreamStart(data[1:])
+		case 'E':
+			return d.decodeStreamStop(data[1:])
+		case 'c':
+			return d.decodeStreamCommit(data[1:])
+		case 'A':
+			return d.decodeStreamAbort(data[1:])
+		}
+		if d.spool.inSegment() {
+			return d.decodeInStream(walStart, data)
+		}
+	}
+	return d.decodeV1(walStart, data)
+}
+
+// decodeV1 decodes a message in protocol version 1 form: any message
+// outside a stream segment, and every spooled record at replay.
+func (d *Decoder) decodeV1(walStart pglogrepl.LSN, data []byte) (Change, error) {
 	body := data[1:]
 	switch data[0] {
 	case 'B':
@@ -169,14 +260,24 @@ func (d *Decoder) Decode(walStart pglogrepl.LSN, data []byte) (Change, error) {
 		return d.decodeRelation(body)
 	case 'I':
 		return d.decodeInsert(walStart, body)
-	case 'O', 'Y', 'U', 'D', 'T', 'M', 'S', 'E', 'c', 'A':
-		// Origin, Type, Update, Delete, Truncate, logical Message and the
-		// stream messages carry nothing outboxd publishes.
+	case 'M':
+		if d.messages {
+			return d.decodeMessage(body)
+		}
+		return Change{}, nil
+	case 'O', 'Y', 'U', 'D', 'T', 'S', 'E', 'c', 'A':
+		// Origin, Type, Update, Delete and Truncate carry nothing outboxd
+		// publishes; stream messages reach here only without a Spool
+		// (protocol version 1, where the server sends none).
 		return Change{}, nil
 	}
 	// Two-phase messages ('b', 'P', 'K', 'r', 'p') belong to protocol
 	// version 3; ignoring them would drop prepared transactions' events.
-	return Change{}, malformed("unknown message type %q for pgoutput protocol version 1", data[0])
+	version := 1
+	if d.spool != nil {
+		version = 2
+	}
+	return Change{}, malformed("unknown message type %q for pgoutput protocol version %d", data[0], version)
 }
 
 // pgEpochUnix is 2000-01-01 00:00:00 UTC in Unix seconds.

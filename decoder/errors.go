@@ -11,8 +11,10 @@ import (
 // ErrMalformed is wrapped by every error about the byte stream itself: a
 // truncated or over-long message, an unknown message or value kind, an Insert
 // for a relation never described, or messages out of protocol order (Commit
-// without Begin, Begin inside a transaction, Insert outside one). Nothing
-// after such an error can be trusted; the caller should stop and reconnect.
+// without Begin, Begin inside a transaction, Insert outside one, Stream Stop
+// without Stream Start, a later stream segment of a transaction whose first
+// one never came). Nothing after such an error can be trusted; the caller
+// should stop and reconnect.
 var ErrMalformed = errors.New("malformed pgoutput message")
 
 // SchemaError reports that the configured outbox table, as described by a

@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +10,7 @@ import (
 	"testing"
 )
 
-var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in testdata/fuzz/FuzzDecode")
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in testdata/fuzz/FuzzDecode and testdata/fuzz/FuzzDecodeV2")
 
 // fuzzSeeds are built messages decoded after fuzzSetup: valid rows, rows
 // that fail, and every other message kind. Files under
@@ -40,6 +41,7 @@ func fuzzSeeds() map[string][]byte {
 		"delete":              deleteMsg(outboxRelID, text(testID)),
 		"truncate":            truncateMsg(outboxRelID),
 		"message":             logicalMsg(true, 0x1000, "outboxd", "hi"),
+		"message-nontx":       logicalMsg(false, 0x1000, "audit", "\x00\xff"),
 		"empty":               {},
 		"insert-huge-length":  msg{'I'}.u32(outboxRelID).u8('N').u16(7).u8('t').u32(0x7FFFFFFF),
 		"relation-huge-count": msg{'R'}.u32(outboxRelID).str("public").str("outbox").u8('d').u16(0xFFFF),
@@ -48,7 +50,7 @@ func fuzzSeeds() map[string][]byte {
 
 // fuzzSetup describes the default outbox table, a second outbox-shaped table
 // with a bytea payload under another decoder, and a business table, then
-// opens a transaction.
+// opens a transaction; a third decoder also decodes logical messages.
 func fuzzSetup(tb testing.TB) []*Decoder {
 	byteaCols := outboxCols()
 	byteaCols[4].oid = oidBytea
@@ -57,6 +59,7 @@ func fuzzSetup(tb testing.TB) []*Decoder {
 		newDecoder(tb, Config{}, outboxRelation(), otherRelation(), testBegin()),
 		newDecoder(tb, Config{Table: "outbox_bin"},
 			relationMsg(outboxRelID+1, "public", "outbox_bin", byteaCols...), otherRelation(), testBegin()),
+		newDecoder(tb, Config{Messages: true}, outboxRelation(), otherRelation(), testBegin()),
 	}
 }
 
@@ -94,6 +97,9 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 	if (ch.Kind == Insert) != (ch.Event != nil) {
 		t.Fatalf("Change %+v: Event must be set exactly for Insert", ch)
 	}
+	if (ch.Kind == Message) != (ch.Message != nil) {
+		t.Fatalf("Change %+v: Message must be set exactly for Message", ch)
+	}
 	if ch.Event == nil {
 		return
 	}
@@ -108,8 +114,14 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 // TestFuzzCorpus keeps the committed seed files in step with the builder;
 // run with -update-corpus after changing fuzzSeeds.
 func TestFuzzCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
-	for name, seed := range fuzzSeeds() {
+	checkCorpus(t, "FuzzDecode", fuzzSeeds())
+	checkCorpus(t, "FuzzDecodeV2", fuzzSeedsV2())
+}
+
+func checkCorpus(t *testing.T, target string, seeds map[string][]byte) {
+	t.Helper()
+	dir := filepath.Join("testdata", "fuzz", target)
+	for name, seed := range seeds {
 		path := filepath.Join(dir, "seed-"+name)
 		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", seed)
 		if *updateCorpus {
@@ -125,5 +137,132 @@ func TestFuzzCorpus(t *testing.T) {
 		if err != nil || string(got) != want {
 			t.Errorf("%s is missing or stale (%v): run go test ./decoder -run TestFuzzCorpus -update-corpus", path, err)
 		}
+	}
+}
+
+// Protocol version 2: the state machine of stream segments, commits and
+// aborts matters more than any one message, so FuzzDecodeV2 reads its input
+// as a sequence of messages, each a big-endian uint16 length and that many
+// bytes (a length past the end takes the rest).
+
+func joinFrames(msgs ...[]byte) []byte {
+	var out msg
+	for _, m := range msgs {
+		out = append(out.u16(uint16(len(m))), m...)
+	}
+	return out
+}
+
+func splitFrames(data []byte) [][]byte {
+	var out [][]byte
+	for len(data) > 0 {
+		if len(data) < 2 {
+			return append(out, data)
+		}
+		n := int(binary.BigEndian.Uint16(data))
+		data = data[2:]
+		n = min(n, len(data))
+		out = append(out, data[:n:n])
+		data = data[n:]
+	}
+	return out
+}
+
+// fuzzSeedsV2 are message sequences decoded after outboxRelation and
+// otherRelation (protocol version 1 form, outside any stream).
+func fuzzSeedsV2() map[string][]byte {
+	start, stop := streamStartMsg(streamXid, true), streamStopMsg()
+	next := streamStartMsg(streamXid, false)
+	rel := inStream(streamXid, outboxRelation())
+	row := func(xid uint32, i int) []byte { return inStream(xid, insertMsg(outboxRelID, idRow(i)...)) }
+	var noPayload []col
+	for _, c := range outboxCols() {
+		if c.name != "payload" {
+			noPayload = append(noPayload, c)
+		}
+	}
+	return map[string][]byte{
+		"stream-commit": joinFrames(start, rel, row(streamXid, 1), stop, testStreamCommit()),
+		"stream-interleaved": joinFrames(start, rel, row(streamXid, 1), stop,
+			beginMsg(0x2800000, commitTime, otherXid), insertMsg(outboxRelID, idRow(9)...), commitMsg(0x2800000, 0x2800080, commitTime),
+			next, row(subXid1, 2), inStream(subXid1, logicalMsg(true, 0x2000100, "outboxd", "hi")), stop,
+			next, originMsg(0x1000, "node_a"), row(streamXid, 3), stop, testStreamCommit()),
+		"stream-abort":     joinFrames(start, rel, row(streamXid, 1), stop, streamAbortMsg(streamXid, streamXid)),
+		"stream-subabort":  joinFrames(start, inStream(subXid1, outboxRelation()), row(subXid1, 1), row(streamXid, 2), stop, streamAbortMsg(streamXid, subXid1), testStreamCommit()),
+		"stream-empty":     joinFrames(testStreamCommit()),
+		"stream-two-xids":  joinFrames(start, rel, row(streamXid, 1), stop, streamStartMsg(streamXid+10, true), inStream(streamXid+10, outboxRelation()), row(streamXid+10, 2), stop, streamCommitMsg(streamXid+10, 0x3000000, 0x3000100, commitTime), testStreamCommit()),
+		"stream-other":     joinFrames(start, inStream(streamXid, otherRelation()), inStream(streamXid, insertMsg(otherRelID, otherRow()...)), inStream(streamXid, updateMsg(otherRelID, otherRow()...)), inStream(streamXid, deleteMsg(otherRelID, text("42"))), inStream(streamXid, truncateMsg(otherRelID)), inStream(streamXid, typeMsg(16500, "public", "mood")), stop, testStreamCommit()),
+		"stream-row-error": joinFrames(start, rel, inStream(streamXid, insertMsg(outboxRelID, rowWith(4, null)...)), row(streamXid, 2), stop, testStreamCommit()),
+		"stream-schema-error": joinFrames(start, inStream(streamXid, relationMsg(outboxRelID, "public", "outbox", noPayload...)),
+			inStream(streamXid, insertMsg(outboxRelID, idRow(1)[:6]...)), stop, testStreamCommit()),
+		"stream-messages":  joinFrames(start, inStream(streamXid, logicalMsg(false, 0x1000, "audit", "now")), inStream(streamXid, logicalMsg(true, 0x1000, "audit", "later")), stop, testStreamCommit()),
+		"messages":         joinFrames(logicalMsg(false, 0x1000, "audit", "x"), testBegin(), logicalMsg(true, 0x1000, "outboxd", "hi"), insertMsg(outboxRelID, outboxRow()...), testCommit()),
+		"stream-truncated": joinFrames(start, rel, row(streamXid, 1)[:20]),
+		"stream-stop-only": joinFrames(stop),
+	}
+}
+
+func FuzzDecodeV2(f *testing.F) {
+	for _, seed := range fuzzSeedsV2() {
+		f.Add(seed)
+	}
+	// One Spool for the whole run: New empties it for every input.
+	spool, err := NewSpool(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { spool.Close() })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := newDecoder(t, Config{Messages: true, Spool: spool}, outboxRelation(), otherRelation())
+		for _, m := range splitFrames(data) {
+			ch, err := d.Decode(rowLSN, m)
+			checkDecodeResult(t, ch, err)
+			if err == nil && ch.Kind == StreamCommit {
+				checkReplay(t, d, ch)
+			}
+		}
+		if files := spoolFiles(t, spool); len(files) > d.OpenStreams() {
+			t.Fatalf("%d spool files for %d open streams", len(files), d.OpenStreams())
+		}
+	})
+}
+
+// checkReplay replays a Stream Commit: Begin, outbox changes of that
+// transaction, Commit; no error but row and schema errors, which do not end
+// it.
+func checkReplay(t *testing.T, d *Decoder, sc Change) {
+	t.Helper()
+	var got []Kind
+	for ch, err := range d.Replay(sc.Tx.Xid) {
+		if err != nil {
+			var re *RowError
+			var se *SchemaError
+			if !errors.As(err, &re) && !errors.As(err, &se) {
+				t.Fatalf("replay: error %T: %v", err, err)
+			}
+			if ch != (Change{}) {
+				t.Fatalf("replay: Change %+v with error %v", ch, err)
+			}
+			continue
+		}
+		checkDecodeResult(t, ch, nil)
+		if ch.Tx != sc.Tx || (ch.Event != nil && ch.Event.Tx != sc.Tx) {
+			t.Fatalf("replay: Change %+v, want Tx %+v", ch, sc.Tx)
+		}
+		if ch.Message != nil && !ch.Message.Transactional {
+			t.Fatalf("replay: non-transactional message %+v", ch.Message)
+		}
+		got = append(got, ch.Kind)
+	}
+	if len(got) < 2 || got[0] != Begin || got[len(got)-1] != Commit {
+		t.Fatalf("replay: %v, want Begin … Commit", got)
+	}
+	for _, k := range got[1 : len(got)-1] {
+		if k != Insert && k != Message {
+			t.Fatalf("replay: %v", got)
+		}
+	}
+	if d.InTransaction() {
+		t.Fatal("InTransaction after replay")
 	}
 }

@@ -10,28 +10,63 @@ type rawValue struct {
 	val  []byte // aliases the message; nil unless kind is 't' or 'b'
 }
 
+// insertTuple is an Insert whose bytes have been checked.
+type insertTuple struct {
+	rel       *relation
+	tuple     []byte // from the column count on
+	n         int    // column count
+	vals      [numFields]rawValue
+	binaryCol int // first column sent in binary, or -1
+}
+
 func (d *Decoder) decodeInsert(walStart pglogrepl.LSN, body []byte) (Change, error) {
+	var ins insertTuple
+	if err := d.parseInsert(body, true, &ins); err != nil {
+		return Change{}, err
+	}
+	rel := ins.rel
+	if rel.err != nil {
+		return Change{}, rel.err
+	}
+	if ins.n != len(rel.cols) {
+		return Change{}, malformed("insert into %s.%s: %d columns, its Relation message has %d", rel.namespace, rel.name, ins.n, len(rel.cols))
+	}
+	if !rel.outbox {
+		return Change{}, nil
+	}
+	ev, err := d.newEvent(walStart, rel, ins.tuple, &ins.vals, ins.binaryCol)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Kind: Insert, Tx: d.tx, Event: ev}, nil
+}
+
+// parseInsert checks an Insert body (protocol version 1 form) and collects
+// the mapped columns' values. needTx rejects an Insert outside a
+// transaction; inside a stream segment there is none to check.
+func (d *Decoder) parseInsert(body []byte, needTx bool, ins *insertTuple) error {
 	r := reader{b: body}
 	relID := r.u32("relation id")
 	tupleType := r.u8("tuple type")
 	if r.short != "" {
-		return Change{}, r.check("insert")
+		return r.check("insert")
 	}
 	if tupleType != 'N' {
-		return Change{}, malformed("insert: tuple type %q, want 'N'", tupleType)
+		return malformed("insert: tuple type %q, want 'N'", tupleType)
 	}
 	rel := d.rels[relID]
 	if rel == nil {
-		return Change{}, malformed("insert into relation id %d that no Relation message described", relID)
+		return malformed("insert into relation id %d that no Relation message described", relID)
 	}
-	if !d.inTx {
-		return Change{}, malformed("insert into %s.%s outside a transaction", rel.namespace, rel.name)
+	if needTx && !d.inTx {
+		return malformed("insert into %s.%s outside a transaction", rel.namespace, rel.name)
 	}
 
-	tuple := body[r.off:]
+	ins.rel = rel
+	ins.tuple = body[r.off:]
 	n := int(r.u16("column count"))
-	var vals [numFields]rawValue
-	binaryCol := -1
+	ins.n = n
+	ins.binaryCol = -1
 	for i := 0; i < n && r.short == ""; i++ {
 		kind, val := r.value()
 		if r.short != "" {
@@ -40,37 +75,21 @@ func (d *Decoder) decodeInsert(walStart pglogrepl.LSN, body []byte) (Change, err
 		switch kind {
 		case 'n', 'u', 't':
 		case 'b':
-			if binaryCol < 0 {
-				binaryCol = i
+			if ins.binaryCol < 0 {
+				ins.binaryCol = i
 			}
 		default:
-			return Change{}, malformed("insert into %s.%s: column %d has unknown value kind %q", rel.namespace, rel.name, i, kind)
+			return malformed("insert into %s.%s: column %d has unknown value kind %q", rel.namespace, rel.name, i, kind)
 		}
 		if i < len(rel.fieldsOf) {
 			for m, f := rel.fieldsOf[i], field(0); m != 0; m, f = m>>1, f+1 {
 				if m&1 != 0 {
-					vals[f] = rawValue{kind: kind, val: val}
+					ins.vals[f] = rawValue{kind: kind, val: val}
 				}
 			}
 		}
 	}
-	if err := r.check("insert"); err != nil {
-		return Change{}, err
-	}
-	if rel.err != nil {
-		return Change{}, rel.err
-	}
-	if n != len(rel.cols) {
-		return Change{}, malformed("insert into %s.%s: %d columns, its Relation message has %d", rel.namespace, rel.name, n, len(rel.cols))
-	}
-	if !rel.outbox {
-		return Change{}, nil
-	}
-	ev, err := d.newEvent(walStart, rel, tuple, &vals, binaryCol)
-	if err != nil {
-		return Change{}, err
-	}
-	return Change{Kind: Insert, Tx: d.tx, Event: ev}, nil
+	return r.check("insert")
 }
 
 // newEvent maps a validated outbox tuple to an Event.

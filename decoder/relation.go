@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 )
@@ -131,6 +132,10 @@ type relation struct {
 	name      string
 	cols      []relColumn
 
+	// raw is the Relation message's body, kept with a Spool only: a
+	// streamed Insert is spooled after the layout it was checked against.
+	raw []byte
+
 	outbox bool
 	// err is set when this is the outbox table but its columns do not fit
 	// the mapping; Inserts into it return err.
@@ -152,6 +157,19 @@ func (rel *relation) column(name string) int {
 }
 
 func (d *Decoder) decodeRelation(body []byte) (Change, error) {
+	rel, err := d.cacheRelation(body)
+	if err != nil {
+		return Change{}, err
+	}
+	if rel.err != nil {
+		return Change{}, rel.err
+	}
+	return Change{}, nil
+}
+
+// cacheRelation reads a Relation message and caches it, even when it is
+// the outbox table and its columns do not fit the mapping (rel.err).
+func (d *Decoder) cacheRelation(body []byte) (*relation, error) {
 	r := reader{b: body}
 	id := r.u32("relation id")
 	ns := r.cstring("namespace")
@@ -159,13 +177,13 @@ func (d *Decoder) decodeRelation(body []byte) (Change, error) {
 	r.u8("replica identity")
 	n := int(r.u16("column count"))
 	if r.short != "" {
-		return Change{}, r.check("relation")
+		return nil, r.check("relation")
 	}
 	// Each column takes at least 10 bytes; checking first keeps a corrupt
 	// count from allocating a large slice.
 	const minColumnSize = 1 + 1 + 4 + 4
 	if n*minColumnSize > r.remaining() {
-		return Change{}, malformed("relation: %d columns need at least %d bytes, %d left", n, n*minColumnSize, r.remaining())
+		return nil, malformed("relation: %d columns need at least %d bytes, %d left", n, n*minColumnSize, r.remaining())
 	}
 	cols := make([]relColumn, n)
 	for i := range cols {
@@ -179,7 +197,7 @@ func (d *Decoder) decodeRelation(body []byte) (Change, error) {
 		cols[i].name = string(cname)
 	}
 	if err := r.check("relation"); err != nil {
-		return Change{}, err
+		return nil, err
 	}
 	rel := &relation{
 		id:        id,
@@ -188,14 +206,14 @@ func (d *Decoder) decodeRelation(body []byte) (Change, error) {
 		cols:      cols,
 		outbox:    string(ns) == d.schema && string(name) == d.table,
 	}
+	if d.spool != nil {
+		rel.raw = bytes.Clone(body)
+	}
 	if rel.outbox {
 		rel.err = d.mapColumns(rel)
 	}
 	d.rels[id] = rel
-	if rel.err != nil {
-		return Change{}, rel.err
-	}
-	return Change{}, nil
+	return rel, nil
 }
 
 // mapColumns checks that the outbox relation has every mapped column with a

@@ -20,6 +20,14 @@ type Config struct {
 	// back-pressured. It must stay well under the server's wal_sender_timeout.
 	// Default 1s.
 	StatusInterval time.Duration
+	// Streaming asks for protocol version 2 with streaming 'on': the server
+	// sends large in-progress transactions in chunks (PostgreSQL 14+)
+	// instead of spilling them on its side until they commit. The decoder
+	// then needs a spool.
+	Streaming bool
+	// Messages asks pgoutput for logical decoding messages
+	// (pg_logical_emit_message), such as outboxd's heartbeat.
+	Messages bool
 	// Logger receives state changes. Default zerolog.Nop().
 	Logger zerolog.Logger
 }

@@ -67,7 +67,27 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("identify system: %w", err)
 	}
+	if cfg.Streaming && serverMajor(conn) < 14 {
+		cfg.Streaming = false // protocol 2 streaming needs PostgreSQL 14
+	}
 	return &Stream{cfg: cfg, conn: conn, system: system}, nil
+}
+
+// Streaming reports whether the session uses protocol 2 streaming of
+// in-progress transactions: asked for and supported by the server.
+func (s *Stream) Streaming() bool { return s.cfg.Streaming }
+
+// serverMajor is the server's major version, 0 when unknown.
+func serverMajor(conn *pgconn.PgConn) int {
+	v := conn.ParameterStatus("server_version")
+	major := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			break
+		}
+		major = major*10 + int(c-'0')
+	}
+	return major
 }
 
 // SystemID is the database cluster's system identifier.
@@ -102,7 +122,7 @@ func (s *Stream) Start(ctx context.Context, from pglogrepl.LSN, durable func() p
 	pub := strings.ReplaceAll(`"`+strings.ReplaceAll(s.cfg.Publication, `"`, `""`)+`"`, `'`, `''`)
 	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, from, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
+		PluginArgs: s.pluginArgs(pub),
 	})
 	if err != nil {
 		return classify(fmt.Sprintf("start replication on slot %q", s.cfg.Slot), err)
@@ -110,6 +130,18 @@ func (s *Stream) Start(ctx context.Context, from pglogrepl.LSN, durable func() p
 	s.received = from
 	s.durable = durable
 	return nil
+}
+
+// pluginArgs are pgoutput's options for START_REPLICATION.
+func (s *Stream) pluginArgs(publication string) []string {
+	args := []string{"proto_version '1'", "publication_names '" + publication + "'"}
+	if s.cfg.Streaming {
+		args = []string{"proto_version '2'", "publication_names '" + publication + "'", "streaming 'on'"}
+	}
+	if s.cfg.Messages {
+		args = append(args, "messages 'true'")
+	}
+	return args
 }
 
 // Run receives the stream and sends every message on out, in order, until

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,6 +64,11 @@ type Publisher struct {
 
 // NewPublisher checks cfg and returns a publisher on js. maxPayload is the
 // server's max_payload (nats.Conn.MaxPayload), which headers count against.
+//
+// The connection under js must not buffer publishes while reconnecting
+// (nats.ReconnectBufSize(-1)): the client would send the buffered, newer
+// messages before the Publisher republishes the older ones lost with the
+// old connection, and the stream would leave commit order.
 func NewPublisher(js jetstream.JetStream, maxPayload int64, cfg Config) (*Publisher, error) {
 	if cfg.Subject == nil {
 		return nil, errors.New("BUG: sink.Config.Subject is nil")
@@ -98,6 +104,18 @@ type pending struct {
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	var window queue
 	for in != nil || window.len() > 0 {
+		// A failed head goes before any new publish: a message sent after
+		// a reconnect must not overtake the ones lost with the old connection.
+		if head := window.head(); head != nil {
+			select {
+			case err := <-head.future.Err():
+				if rerr := p.recover(ctx, window.items(), err); rerr != nil {
+					return rerr
+				}
+				continue
+			default:
+			}
+		}
 		var recv <-chan Item
 		if in != nil && window.len() < p.cfg.MaxInFlight {
 			recv = in
@@ -209,6 +227,11 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 	}
 	h := make(nats.Header, len(ev.Headers)+8)
 	for _, kv := range ev.Headers {
+		// The client refuses to send a message with such a key, and would
+		// refuse every republish of it too.
+		if !validHeaderKey(kv.Key) {
+			return nil, rowErr("headers", fmt.Sprintf("has header %q, which is not a valid NATS header name: use printable ASCII without spaces or any of %s", kv.Key, headerKeyForbidden))
+		}
 		h[kv.Key] = []string{kv.Value}
 	}
 	h[jetstream.MsgIDHeader] = []string{ev.ID}
@@ -225,6 +248,24 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 			size, len(ev.Payload), p.maxPayload))
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: ev.Payload}, nil
+}
+
+// headerKeyForbidden are the printable ASCII characters the NATS client
+// refuses in a header name (nats.ErrBadHeaderMsg).
+const headerKeyForbidden = `"()/,:;<=>?@[\]{}`
+
+// validHeaderKey reports whether the NATS client accepts k as a header
+// name: non-empty, printable ASCII other than headerKeyForbidden.
+func validHeaderKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < '!' || c > '~' || strings.IndexByte(headerKeyForbidden, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // headerSize is the encoded size of h: "NATS/1.0\r\n", "Key: Value\r\n"

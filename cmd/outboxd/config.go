@@ -34,6 +34,9 @@ type runConfig struct {
 	CheckpointEvery time.Duration
 	ShutdownTimeout time.Duration
 	StandbyRetry    time.Duration
+	Heartbeat       time.Duration
+	PGStreaming     bool
+	SpoolDir        string
 	LogLevel        string
 
 	// Parsed forms, set by validate.
@@ -57,6 +60,7 @@ func defaultRunConfig() runConfig {
 		CheckpointEvery: 200 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
 		StandbyRetry:    2 * time.Second,
+		PGStreaming:     true,
 		LogLevel:        "info",
 	}
 }
@@ -78,6 +82,9 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-interval", c.CheckpointEvery, "how often the acknowledged position is saved (10ms-1m)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long SIGINT/SIGTERM waits for in-flight acknowledgements")
 	fs.DurationVar(&c.StandbyRetry, "standby-retry", c.StandbyRetry, "while another outboxd holds the slot, how often to try to take it over (100ms-1m)")
+	fs.DurationVar(&c.Heartbeat, "heartbeat-interval", c.Heartbeat, "write a logical decoding heartbeat this often so a slot on a database busy with other tables keeps advancing (0 = off; 1s-1h)")
+	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit")
+	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 }
 
@@ -127,6 +134,9 @@ func (c *runConfig) validate() error {
 	}
 	if c.StandbyRetry < 100*time.Millisecond || c.StandbyRetry > time.Minute {
 		return fmt.Errorf("--standby-retry %s is out of range: use 100ms to 1m", c.StandbyRetry)
+	}
+	if c.Heartbeat != 0 && (c.Heartbeat < time.Second || c.Heartbeat > time.Hour) {
+		return fmt.Errorf("--heartbeat-interval %s is out of range: use 0 (off) or 1s to 1h", c.Heartbeat)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s must be positive, e.g. 30s", c.ShutdownTimeout)

@@ -132,6 +132,9 @@ func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger) (*nats.
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		// Publishes fail at once while reconnecting instead of waiting in a
+		// buffer that would be flushed ahead of the republished window.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			if c.IsClosed() {
 				return // our own Close at shutdown

@@ -55,10 +55,6 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return err
 	}
-	dec, err := decoder.New(decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name})
-	if err != nil {
-		return &fatalError{err}
-	}
 	slot, err := preflight(ctx, cfg)
 	if err != nil {
 		return err
@@ -66,9 +62,27 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	stream, err := replication.Connect(ctx, replication.Config{
 		ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication,
 		StatusInterval: cfg.StatusInterval, Logger: log,
+		Streaming: cfg.PGStreaming, Messages: true,
 	})
 	if err != nil {
 		return err
+	}
+	decCfg := decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Messages: true}
+	if stream.Streaming() {
+		// A session's spool holds only transactions still in progress: a
+		// new session gets them re-sent from their start.
+		spool, err := decoder.NewSpool(cfg.SpoolDir)
+		if err != nil {
+			stream.Close(context.WithoutCancel(ctx))
+			return &fatalError{fmt.Errorf("--spool-dir: %w", err)}
+		}
+		defer spool.Close()
+		decCfg.Spool = spool
+	}
+	dec, err := decoder.New(decCfg)
+	if err != nil {
+		stream.Close(context.WithoutCancel(ctx))
+		return &fatalError{err}
 	}
 	start, err := resumePoint(ctx, cfg, stream, store, slot, log)
 	if err != nil {
@@ -92,10 +106,13 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		return err
 	}
 	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("stream", cfg.Stream).
-		Str("checkpoint", store.String()).Msg("streaming")
+		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Msg("streaming")
 
 	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publisher: publisher,
 		checkpointer: ckpt, skipBefore: start.LSN, shutdownTimeout: cfg.ShutdownTimeout, log: log}
+	if cfg.Heartbeat > 0 {
+		p.heartbeat = &heartbeat{pgURL: cfg.PGURL, interval: cfg.Heartbeat, log: log.With().Str("component", "heartbeat").Logger()}
+	}
 	return p.run(ctx)
 }
 
@@ -161,6 +178,8 @@ type pipeline struct {
 	publisher       *sink.Publisher
 	checkpointer    *checkpoint.Checkpointer
 	skipBefore      pglogrepl.LSN
+	skipping        bool // the current transaction is before skipBefore
+	heartbeat       *heartbeat
 	shutdownTimeout time.Duration
 	log             zerolog.Logger
 }
@@ -194,6 +213,9 @@ func (p *pipeline) run(ctx context.Context) error {
 		return p.checkpointer.Flush(gctx)
 	})
 	g.Go(func() error { return p.checkpointer.Run(checkpointing) })
+	if p.heartbeat != nil {
+		g.Go(func() error { return p.heartbeat.Run(receiving) })
+	}
 
 	done := make(chan struct{})
 	var watchdog sync.WaitGroup
@@ -244,7 +266,6 @@ func (p *pipeline) cancelAfterShutdownTimeout(ctx context.Context, done <-chan s
 // tracker always knows what is in flight.
 func (p *pipeline) decode(ctx context.Context, raw <-chan replication.Message, items chan<- sink.Item) error {
 	defer close(items)
-	skipping := false
 	for msg := range raw {
 		if msg.Data == nil {
 			if !p.decoder.InTransaction() {
@@ -256,26 +277,62 @@ func (p *pipeline) decode(ctx context.Context, raw <-chan replication.Message, i
 		if err != nil {
 			return err
 		}
-		switch change.Kind {
-		case decoder.Begin:
-			// Published before the checkpoint was saved: drop it whole
-			// (a transaction ends after its commit record starts).
-			skipping = change.Tx.CommitLSN < p.skipBefore
-		case decoder.Insert:
-			if skipping {
-				continue
-			}
-			item := sink.Item{Seq: p.tracker.Add(), Event: change.Event}
-			select {
-			case items <- item:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		case decoder.Commit:
-			if !skipping {
-				p.tracker.Commit(change.EndLSN)
-			}
-			skipping = false
+		if change.Kind == decoder.StreamCommit {
+			err = p.replay(ctx, change, items)
+		} else {
+			err = p.handle(ctx, change, items)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay hands on a streamed transaction that just committed, read back
+// from the spool, or drops it whole when it is before the resume point.
+func (p *pipeline) replay(ctx context.Context, commit decoder.Change, items chan<- sink.Item) error {
+	if commit.Tx.CommitLSN < p.skipBefore {
+		return p.decoder.Discard(commit.Tx.Xid)
+	}
+	for change, err := range p.decoder.Replay(commit.Tx.Xid) {
+		if err != nil {
+			return err
+		}
+		if err := p.handle(ctx, change, items); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle applies one decoded change.
+func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan<- sink.Item) error {
+	switch change.Kind {
+	case decoder.Begin:
+		// Published before the checkpoint was saved: drop it whole
+		// (a transaction ends after its commit record starts).
+		p.skipping = change.Tx.CommitLSN < p.skipBefore
+	case decoder.Insert:
+		if p.skipping {
+			return nil
+		}
+		item := sink.Item{Seq: p.tracker.Add(), Event: change.Event}
+		select {
+		case items <- item:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case decoder.Commit:
+		if !p.skipping {
+			p.tracker.Commit(change.EndLSN)
+		}
+		p.skipping = false
+	case decoder.Message:
+		// A heartbeat outside any transaction: everything before it was
+		// received, so it may be confirmed once nothing is in flight.
+		if m := change.Message; !m.Transactional && m.Prefix == heartbeatPrefix && !p.decoder.InTransaction() {
+			p.tracker.Idle(m.LSN)
 		}
 	}
 	return nil

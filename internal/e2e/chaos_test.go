@@ -84,6 +84,11 @@ func TestChaos(t *testing.T) {
 	// Transactions average ~50 rows: pace each writer so the writes take
 	// about cfg.seconds and the faults fall among them.
 	pace := time.Duration(cfg.seconds) * time.Second * time.Duration(cfg.writers) * 50 / time.Duration(max(cfg.events, 1))
+	taken := func() int {
+		written.Lock()
+		defer written.Unlock()
+		return cfg.events - remaining
+	}
 	var writers []*load
 	for i := 0; i < cfg.writers; i++ {
 		w := e.newWriter(check, 1000)
@@ -98,13 +103,16 @@ func TestChaos(t *testing.T) {
 	faults := chaosSchedule(cfg)
 	start := time.Now()
 	for i, fault := range faults {
-		// Fault i fires once (i+1)/(n+1) of the events are committed, so
+		// Fault i fires once (i+1)/(n+1) of the events are written, so
 		// every fault lands mid-stream whatever the machine's speed.
 		target := cfg.events * (i + 1) / (len(faults) + 1)
-		for check.Count() < target && time.Since(start) < 20*time.Minute {
+		for taken() < target {
+			if time.Since(start) > 20*time.Minute {
+				t.Fatalf("writers took only %d of %d events in 20 minutes", taken(), cfg.events)
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		t.Logf("fault %d/%d at %d committed events: %s", i+1, len(faults), check.Count(), fault)
+		t.Logf("fault %d/%d after %d events written: %s", i+1, len(faults), taken(), fault)
 		switch fault {
 		case "kill outboxd":
 			p.kill()
