@@ -172,7 +172,13 @@ func (b *syncBuffer) String() string {
 // start runs outboxd with args; its output is logged if the test fails.
 func (e *env) start(args ...string) *proc {
 	e.t.Helper()
-	p := &proc{t: e.t, cmd: exec.Command(binary, args...), output: &syncBuffer{}, done: make(chan struct{})}
+	return e.startBinary(binary, args...)
+}
+
+// startBinary is start with another build of outboxd.
+func (e *env) startBinary(path string, args ...string) *proc {
+	e.t.Helper()
+	p := &proc{t: e.t, cmd: exec.Command(path, args...), output: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	p.cmd.Env = os.Environ()
 	if err := p.cmd.Start(); err != nil {
