@@ -33,6 +33,10 @@ type Config struct {
 	Stream string
 	// Subject renders each event's subject. Required.
 	Subject *Template
+	// DeadLetter, when set, is the subject a row that can never be
+	// published goes to instead of stopping the pipeline; its headers name
+	// the reason, the original subject, the row id, xid and LSN.
+	DeadLetter string
 	// MaxInFlight bounds unacknowledged publishes. Default 4096.
 	MaxInFlight int
 	// RetryMin and RetryMax bound the backoff between republish rounds.
@@ -46,6 +50,9 @@ type Config struct {
 type Item struct {
 	Seq   uint64
 	Event *decoder.Event
+	// Dead is set for a row the decoder could not turn into an event
+	// (Event is nil then): it goes to the dead-letter subject.
+	Dead *decoder.RowError
 }
 
 // acker receives acknowledgements in publish order (checkpoint.Tracker).
@@ -133,7 +140,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 				in = nil
 				continue
 			}
-			msg, err := p.message(item.Event)
+			msg, err := p.build(item)
 			if err != nil {
 				return err
 			}
@@ -209,6 +216,82 @@ func settle(ctx context.Context, window []pending) {
 			return
 		}
 	}
+}
+
+// build makes the message for an item: the event's own, or, for a row that
+// can never be published, a dead-letter message when a dead-letter subject
+// is set (else the row's *decoder.RowError).
+func (p *Publisher) build(item Item) (*nats.Msg, error) {
+	dead := item.Dead
+	if dead == nil {
+		msg, err := p.message(item.Event)
+		if !errors.As(err, &dead) || p.cfg.DeadLetter == "" {
+			return msg, err
+		}
+	}
+	if p.cfg.DeadLetter == "" {
+		return nil, dead
+	}
+	p.log.Warn().Str("event_id", dead.EventID).Uint32("xid", dead.Xid).Str("lsn", dead.LSN.String()).
+		Str("subject", p.cfg.DeadLetter).Str("reason", dead.Reason).Msg("row dead-lettered")
+	return p.deadLetter(item.Event, dead), nil
+}
+
+// Headers of a dead-letter message, beside the row's Outbox-* ones.
+const (
+	HeaderDeadLetterReason = "Outbox-Dead-Letter-Reason"
+	HeaderOriginalSubject  = "Outbox-Original-Subject"
+	HeaderID               = "Outbox-Id"
+	HeaderColumn           = "Outbox-Column"
+	HeaderBodyDropped      = "Outbox-Dead-Letter-Body-Dropped"
+)
+
+// deadLetter builds the dead-letter message for a row. ev is nil when the
+// decoder could not make an event of the row. The payload is kept as the
+// body when it fits under max_payload.
+func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.Msg {
+	id := dead.EventID
+	if id == "" {
+		id = fmt.Sprintf("outboxd-dead-letter-%d-%s", dead.Xid, dead.LSN)
+	}
+	h := nats.Header{
+		jetstream.MsgIDHeader:  {id},
+		HeaderDeadLetterReason: {headerValue(dead.Error())},
+		HeaderID:               {headerValue(dead.EventID)},
+		HeaderColumn:           {headerValue(dead.Column)},
+		HeaderXid:              {strconv.FormatUint(uint64(dead.Xid), 10)},
+		HeaderLSN:              {dead.LSN.String()},
+	}
+	var body []byte
+	if ev != nil {
+		if subject, err := p.cfg.Subject.Render(ev); err == nil {
+			h[HeaderOriginalSubject] = []string{subject}
+		}
+		h[HeaderAggregateType] = []string{headerValue(ev.AggregateType)}
+		h[HeaderAggregateID] = []string{headerValue(ev.AggregateID)}
+		h[HeaderEventType] = []string{headerValue(ev.EventType)}
+		h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
+		body = ev.Payload
+	}
+	if p.maxPayload > 0 && int64(len(body))+headerSize(h)+64 > p.maxPayload {
+		body = nil
+		h[HeaderBodyDropped] = []string{"true"}
+	}
+	return &nats.Msg{Subject: p.cfg.DeadLetter, Header: h, Data: body}
+}
+
+// headerValue makes s safe as a header value: control characters (which
+// would end the header line) become spaces, and it is cut at 1 KiB.
+func headerValue(s string) string {
+	if len(s) > 1024 {
+		s = s[:1024]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // message builds the NATS message for an event, or a *decoder.RowError for

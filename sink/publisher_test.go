@@ -441,7 +441,7 @@ func TestPublisherDuplicates(t *testing.T) {
 	// A different row reusing the id: JetStream keeps the first one.
 	second := b.event(row(eventID(2), "second"))
 	clash := b.event(row(eventID(2), "clash"))
-	items := []Item{{1, first}, {2, first}, {3, replayed}, {4, second}, {5, clash}}
+	items := []Item{{Seq: 1, Event: first}, {Seq: 2, Event: first}, {Seq: 3, Event: replayed}, {Seq: 4, Event: second}, {Seq: 5, Event: clash}}
 
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 2})
 	a := newAcker()
@@ -449,7 +449,7 @@ func TestPublisherDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAcks(t, a, len(items))
-	checkStored(t, srv, "OUTBOX", tmpl, []Item{{1, first}, {4, second}})
+	checkStored(t, srv, "OUTBOX", tmpl, []Item{{Seq: 1, Event: first}, {Seq: 4, Event: second}})
 
 	// A second Run over the same events, as after a restart that replays
 	// them: everything is acked again and nothing is stored again.
@@ -458,7 +458,7 @@ func TestPublisherDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAcks(t, a, len(items))
-	checkStored(t, srv, "OUTBOX", tmpl, []Item{{1, first}, {4, second}})
+	checkStored(t, srv, "OUTBOX", tmpl, []Item{{Seq: 1, Event: first}, {Seq: 4, Event: second}})
 }
 
 // rowErrorFrom checks that err is a *decoder.RowError for ev naming
@@ -556,7 +556,7 @@ func TestPublisherMaxPayloadBoundary(t *testing.T) {
 	if got := wireSize(evs[0]); got != limit {
 		t.Fatalf("test bug: the fitting message is %d bytes, want %d", got, limit)
 	}
-	items := []Item{{1, evs[0]}, {2, evs[1]}}
+	items := []Item{{Seq: 1, Event: evs[0]}, {Seq: 2, Event: evs[1]}}
 	a := newAcker()
 	err := run(ctx, p, items, a, nil)
 	rowErrorFrom(t, err, evs[1], "payload", fmt.Sprintf("message of %d bytes", limit+1), "max_payload of 4096")
@@ -689,7 +689,7 @@ func TestPublisherOwnHeadersWin(t *testing.T) {
 		testRow{ID: eventID(1), AggregateType: "order", AggregateID: "1", EventType: "created", Payload: []byte(`{"n":1}`), Headers: evil},
 		testRow{ID: eventID(2), AggregateType: "order", AggregateID: "1", EventType: "paid", Payload: []byte(`{"n":2}`), Headers: evil},
 	)
-	items := []Item{{1, evs[0]}, {2, evs[1]}}
+	items := []Item{{Seq: 1, Event: evs[0]}, {Seq: 2, Event: evs[1]}}
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl})
 	a := newAcker()
 	if err := run(ctx, p, items, a, nil); err != nil {

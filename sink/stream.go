@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,4 +84,22 @@ func checkStream(cfg jetstream.StreamConfig, tmpl *Template) ([]string, error) {
 		warnings = append(warnings, fmt.Sprintf("stream %q discards old messages at its limits (max msgs %d, max bytes %d, max age %s): acknowledged events can be evicted before consumers read them", cfg.Name, cfg.MaxMsgs, cfg.MaxBytes, cfg.MaxAge))
 	}
 	return warnings, nil
+}
+
+// CheckDeadLetter checks that the dead-letter subject is a plain subject and
+// that some stream captures it, so dead-lettered rows are stored, not lost.
+func CheckDeadLetter(ctx context.Context, js jetstream.JetStream, subject string) error {
+	if err := validSubject(subject); err != nil || strings.ContainsAny(subject, "*> \t\r\n") {
+		return &StreamError{Stream: "for dead letters", Problem: fmt.Sprintf("cannot use subject %q", subject),
+			Fix: "pass --dead-letter a plain subject without wildcards or spaces, e.g. outbox.dead-letter"}
+	}
+	_, err := js.StreamNameBySubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return &StreamError{Stream: "for dead letters", Problem: fmt.Sprintf("does not exist: no stream captures subject %q", subject),
+			Fix: fmt.Sprintf("choose a --dead-letter subject your stream captures, or create one (nats stream add DEAD_LETTER --subjects '%s')", subject)}
+	}
+	if err != nil {
+		return fmt.Errorf("find the stream for dead-letter subject %q: %w", subject, err)
+	}
+	return nil
 }

@@ -41,6 +41,11 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return err
 	}
+	if cfg.DeadLetter != "" {
+		if err := sink.CheckDeadLetter(ctx, js, cfg.DeadLetter); err != nil {
+			return err
+		}
+	}
 	if !*warned {
 		durability, err := sink.CheckDurability(ctx, js, cfg.Stream, cfg.NATSMonitorURL)
 		if err != nil {
@@ -95,7 +100,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Interval: cfg.CheckpointEvery, Logger: log,
 	})
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
-		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, Logger: log,
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Logger: log,
 	})
 	if err != nil {
 		stream.Close(context.WithoutCancel(ctx))
@@ -109,7 +114,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Msg("streaming")
 
 	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publisher: publisher,
-		checkpointer: ckpt, skipBefore: start.LSN, shutdownTimeout: cfg.ShutdownTimeout, log: log}
+		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	if cfg.Heartbeat > 0 {
 		p.heartbeat = &heartbeat{pgURL: cfg.PGURL, interval: cfg.Heartbeat, log: log.With().Str("component", "heartbeat").Logger()}
 	}
@@ -179,6 +184,7 @@ type pipeline struct {
 	checkpointer    *checkpoint.Checkpointer
 	skipBefore      pglogrepl.LSN
 	skipping        bool // the current transaction is before skipBefore
+	deadLetters     bool // rows that cannot be published go to a dead-letter subject
 	heartbeat       *heartbeat
 	shutdownTimeout time.Duration
 	log             zerolog.Logger
@@ -275,7 +281,10 @@ func (p *pipeline) decode(ctx context.Context, raw <-chan replication.Message, i
 		}
 		change, err := p.decoder.Decode(msg.WALStart, msg.Data)
 		if err != nil {
-			return err
+			if err := p.deadLetter(ctx, err, items); err != nil {
+				return err
+			}
+			continue
 		}
 		if change.Kind == decoder.StreamCommit {
 			err = p.replay(ctx, change, items)
@@ -297,13 +306,35 @@ func (p *pipeline) replay(ctx context.Context, commit decoder.Change, items chan
 	}
 	for change, err := range p.decoder.Replay(commit.Tx.Xid) {
 		if err != nil {
-			return err
+			if err := p.deadLetter(ctx, err, items); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := p.handle(ctx, change, items); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deadLetter sends a row the decoder could not turn into an event to the
+// dead-letter subject when one is set; any other error, or a row error
+// without a dead-letter subject, is returned and stops the pipeline.
+func (p *pipeline) deadLetter(ctx context.Context, err error, items chan<- sink.Item) error {
+	var rowErr *decoder.RowError
+	if !p.deadLetters || !errors.As(err, &rowErr) {
+		return err
+	}
+	if p.skipping {
+		return nil // before the resume point: it was dead-lettered already
+	}
+	select {
+	case items <- sink.Item{Seq: p.tracker.Add(), Dead: rowErr}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // handle applies one decoded change.

@@ -222,3 +222,78 @@ func TestPasswordNeverPrinted(t *testing.T) {
 		t.Fatalf("the password appears in outboxd's output:\n%s", outputs)
 	}
 }
+
+// TestDeadLetter: with --dead-letter, rows that can never be published go
+// to that subject with headers naming the reason, the original subject, the
+// row id, xid and LSN, and the stream moves on.
+func TestDeadLetter(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true, natstest.WithMaxPayload(8192))
+	p := e.start(e.args("--dead-letter", "outbox.dead-letter")...)
+	e.waitStreaming(p)
+	conn := e.connect()
+	ctx := context.Background()
+	type row struct {
+		id          uuid.UUID
+		sql         string
+		dead        string // "" for a good row, else a fragment of the reason
+		original    string // the original subject, when it could be rendered
+		bodyDropped bool
+	}
+	const insert = `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, `
+	rows := []row{
+		{sql: insert + `'order', '1', 'Created', '{"ok": 1}', NULL)`},
+		{sql: insert + `'order', '1', 'Created', jsonb_build_object('blob', repeat('x', 9000)), NULL)`, dead: "max_payload", original: "outbox.order.Created", bodyDropped: true},
+		{sql: insert + `'order.v2', '1', 'Created', '{}', NULL)`, dead: "not a valid subject token"},
+		{sql: insert + `'order', '1', 'Created', '{}', '{"retries": 3}')`, dead: "want a string"},
+		{sql: insert + `'order', '1', 'Created', '{}', '{"trace id": "x"}')`, dead: "not a valid NATS header name", original: "outbox.order.Created"},
+		{sql: insert + `'order', '2', 'Paid', '{"ok": 2}', NULL)`},
+	}
+	for i := range rows {
+		rows[i].id = uuid.New()
+		if _, err := conn.Exec(ctx, rows[i].sql, rows[i].id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := e.readStream(e.js(), len(rows), time.Minute)
+	if len(msgs) != len(rows) {
+		t.Fatalf("stream holds %d messages, want %d", len(msgs), len(rows))
+	}
+	for i, m := range msgs {
+		want := rows[i]
+		if got := m.Header.Get("Nats-Msg-Id"); got != want.id.String() {
+			t.Fatalf("message %d has id %s, want %s (order?)", i, got, want.id)
+		}
+		if want.dead == "" {
+			if m.Subject == "outbox.dead-letter" {
+				t.Errorf("message %d: a good row was dead-lettered: %s", i, m.Header.Get("Outbox-Dead-Letter-Reason"))
+			}
+			continue
+		}
+		reason := m.Header.Get("Outbox-Dead-Letter-Reason")
+		switch {
+		case m.Subject != "outbox.dead-letter":
+			t.Errorf("message %d: subject %q, want the dead-letter subject", i, m.Subject)
+		case !strings.Contains(reason, want.dead) || !strings.Contains(reason, want.id.String()):
+			t.Errorf("message %d: reason %q, want it to name %q and the row id", i, reason, want.dead)
+		case m.Header.Get("Outbox-Id") != want.id.String() || m.Header.Get("Outbox-Xid") == "" || m.Header.Get("Outbox-Lsn") == "":
+			t.Errorf("message %d: headers %v lack the row id, xid or LSN", i, m.Header)
+		case m.Header.Get("Outbox-Original-Subject") != want.original:
+			t.Errorf("message %d: original subject %q, want %q", i, m.Header.Get("Outbox-Original-Subject"), want.original)
+		case (m.Header.Get("Outbox-Dead-Letter-Body-Dropped") == "true") != want.bodyDropped:
+			t.Errorf("message %d: body dropped = %q, want %v", i, m.Header.Get("Outbox-Dead-Letter-Body-Dropped"), want.bodyDropped)
+		}
+	}
+	if strings.Count(p.output.String(), "row dead-lettered") != 4 {
+		t.Errorf("want one log line per dead-lettered row:\n%s", tail(p.output.String(), 20))
+	}
+	if code := p.stop(time.Minute); code != 0 {
+		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestDeadLetterSubjectNotCaptured: a --dead-letter subject no stream
+// captures stops outboxd at start, before any row could be lost there.
+func TestDeadLetterSubjectNotCaptured(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	e.expectExit(e.args("--dead-letter", "elsewhere.dead"), `no stream captures subject "elsewhere.dead"`, "--dead-letter")
+}
