@@ -310,6 +310,11 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 	}
 	h := make(nats.Header, len(ev.Headers)+8)
 	for _, kv := range ev.Headers {
+		// Nats-* headers steer JetStream (dedupe, expectations, rollups,
+		// TTLs): a row may not set them.
+		if len(kv.Key) >= 5 && strings.EqualFold(kv.Key[:5], "Nats-") {
+			continue
+		}
 		// The client refuses to send a message with such a key, and would
 		// refuse every republish of it too.
 		if !validHeaderKey(kv.Key) {

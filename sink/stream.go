@@ -88,18 +88,19 @@ func checkStream(cfg jetstream.StreamConfig, tmpl *Template) ([]string, error) {
 
 // CheckDeadLetter checks that the dead-letter subject is a plain subject and
 // that some stream captures it, so dead-lettered rows are stored, not lost.
-func CheckDeadLetter(ctx context.Context, js jetstream.JetStream, subject string) error {
+// It returns the name of that stream.
+func CheckDeadLetter(ctx context.Context, js jetstream.JetStream, subject string) (string, error) {
 	if err := validSubject(subject); err != nil || strings.ContainsAny(subject, "*> \t\r\n") {
-		return &StreamError{Stream: "for dead letters", Problem: fmt.Sprintf("cannot use subject %q", subject),
+		return "", &StreamError{Stream: "for dead letters", Problem: fmt.Sprintf("cannot use subject %q", subject),
 			Fix: "pass --dead-letter a plain subject without wildcards or spaces, e.g. outbox.dead-letter"}
 	}
-	_, err := js.StreamNameBySubject(ctx, subject)
+	name, err := js.StreamNameBySubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return &StreamError{Stream: "for dead letters", Problem: fmt.Sprintf("does not exist: no stream captures subject %q", subject),
+		return "", &StreamError{Stream: "for dead letters", Problem: fmt.Sprintf("does not exist: no stream captures subject %q", subject),
 			Fix: fmt.Sprintf("choose a --dead-letter subject your stream captures, or create one (nats stream add DEAD_LETTER --subjects '%s')", subject)}
 	}
 	if err != nil {
-		return fmt.Errorf("find the stream for dead-letter subject %q: %w", subject, err)
+		return "", fmt.Errorf("find the stream for dead-letter subject %q: %w", subject, err)
 	}
-	return nil
+	return name, nil
 }

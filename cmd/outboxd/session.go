@@ -42,7 +42,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		return err
 	}
 	if cfg.DeadLetter != "" {
-		if err := sink.CheckDeadLetter(ctx, js, cfg.DeadLetter); err != nil {
+		if _, err := sink.CheckDeadLetter(ctx, js, cfg.DeadLetter); err != nil {
 			return err
 		}
 	}
