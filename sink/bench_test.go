@@ -13,11 +13,17 @@ import (
 // BenchmarkPublisher publishes b.N events with 200-byte payloads through
 // Run to an in-process JetStream server (file storage) with a window of
 // 4096, as outboxd is configured by default, and reports events per second.
+// The sync=always case is the durable server setting (fsync every write).
 func BenchmarkPublisher(b *testing.B) {
+	b.Run("sync=default", func(b *testing.B) { benchmarkPublisher(b) })
+	b.Run("sync=always", func(b *testing.B) { benchmarkPublisher(b, natstest.WithSyncAlways()) })
+}
+
+func benchmarkPublisher(b *testing.B, opts ...natstest.Option) {
 	const maxInFlight = 4096
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	srv := natstest.Start(b)
+	srv := natstest.Start(b, opts...)
 	// As cmd/outboxd: enough client-side pending acks for the window.
 	nc, js := newJetStream(b, srv, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(65536))
 	tmpl := testTemplate(b, defaultTemplate)
