@@ -320,6 +320,11 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 		if !validHeaderKey(kv.Key) {
 			return nil, rowErr("headers", fmt.Sprintf("has header %q, which is not a valid NATS header name: use printable ASCII without spaces or any of %s", kv.Key, headerKeyForbidden))
 		}
+		// A CR or LF would end the header line and smuggle in another
+		// header; other control characters have no place there either.
+		if i := strings.IndexFunc(kv.Value, isControl); i >= 0 {
+			return nil, rowErr("headers", fmt.Sprintf("has header %q whose value holds the control character %q at byte %d: header values must be printable", kv.Key, kv.Value[i], i))
+		}
 		h[kv.Key] = []string{kv.Value}
 	}
 	h[jetstream.MsgIDHeader] = []string{ev.ID}
@@ -355,6 +360,9 @@ func validHeaderKey(k string) bool {
 	}
 	return true
 }
+
+// isControl reports ASCII control characters other than tab.
+func isControl(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }
 
 // headerSize is the encoded size of h: "NATS/1.0\r\n", "Key: Value\r\n"
 // per value, and the closing "\r\n".

@@ -811,3 +811,54 @@ func TestValidHeaderKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPublisherHostileHeaderValues: a row header value with a CR, LF or
+// other control character could smuggle in a header of its own; such a row
+// is refused with a RowError naming the header, and a huge value counts
+// against max_payload like the body does.
+func TestPublisherHostileHeaderValues(t *testing.T) {
+	for _, value := range []string{"a\r\nNats-Msg-Id: forged", "line\nbreak", "nul\x00", "bell\x07", "del\x7f"} {
+		t.Run(strconv.Quote(value), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			srv := natstest.Start(t)
+			nc, js := newJetStream(t, srv)
+			tmpl := testTemplate(t, defaultTemplate)
+			setupStream(t, js, "OUTBOX", tmpl)
+			items := newEventBuilder(t).items(4, 2, 10)
+			headers, err := json.Marshal(map[string]string{"trace": value})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := newEventBuilder(t).event(testRow{ID: eventID(3), AggregateType: "order", AggregateID: "3",
+				EventType: "created", Payload: []byte("{}"), Headers: string(headers)})
+			items[2].Event = bad
+			a := newAcker()
+			p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 8})
+			err = run(ctx, p, items, a, nil)
+			rowErrorFrom(t, err, bad, "headers", "control character")
+			checkStoppedAt(t, srv, js, a, tmpl, items, 2)
+		})
+	}
+	t.Run("huge value", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		srv := natstest.Start(t, natstest.WithMaxPayload(4096))
+		nc, js := newJetStream(t, srv)
+		tmpl := testTemplate(t, defaultTemplate)
+		setupStream(t, js, "OUTBOX", tmpl)
+		items := newEventBuilder(t).items(4, 2, 10)
+		headers, err := json.Marshal(map[string]string{"trace": strings.Repeat("x", 8000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := newEventBuilder(t).event(testRow{ID: eventID(3), AggregateType: "order", AggregateID: "3",
+			EventType: "created", Payload: []byte("{}"), Headers: string(headers)})
+		items[2].Event = bad
+		a := newAcker()
+		p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 8})
+		err = run(ctx, p, items, a, nil)
+		rowErrorFrom(t, err, bad, "payload", "max_payload")
+		checkStoppedAt(t, srv, js, a, tmpl, items, 2)
+	})
+}
