@@ -206,9 +206,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 	u.User = url.UserPassword("postgres", secret) // trust auth ignores it, but it is in the URL
 	p := e.start(e.args("--pg-url", u.String())...)
 	e.waitStreaming(p)
-	if code := p.stop(time.Minute); code != 0 {
-		t.Fatalf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 	outputs := p.output.String()
 
 	u.Path = "/no_such_db"
@@ -286,9 +284,7 @@ func TestDeadLetter(t *testing.T) {
 	if strings.Count(p.output.String(), "row dead-lettered") != 4 {
 		t.Errorf("want one log line per dead-lettered row:\n%s", tail(p.output.String(), 20))
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
 
 // TestDeadLetterSubjectNotCaptured: a --dead-letter subject no stream

@@ -97,9 +97,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := last.Header.Get("traceparent"); got != "00-abc-def-01" || last.Header.Get("tenant") != "acme" {
 		t.Errorf("row headers not carried: traceparent=%q tenant=%q", got, last.Header.Get("tenant"))
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
 
 // checkMessage compares a stream message with the row it must carry.
@@ -166,9 +164,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	report := e.verify(e.js(), check, 3*time.Minute)
 	t.Logf("after %d kills: %s", kills, report)
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
 
 // TestNATSOutage stops the NATS server for 10 s while events stream. Nothing
@@ -220,9 +216,7 @@ func TestNATSOutage(t *testing.T) {
 		}
 	}
 	t.Logf("%d samples during the outage, all at or before %s (max %s)", len(confirmed), bound, maxLSN(confirmed))
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
 
 func maxLSN(lsns []pglogrepl.LSN) pglogrepl.LSN {
@@ -251,9 +245,7 @@ func TestRestartResume(t *testing.T) {
 		}
 	}
 	e.readStream(js, 100, time.Minute)
-	if code := p.stop(time.Minute); code != 0 {
-		t.Fatalf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 
 	for i := 0; i < 10; i++ {
 		if _, err := w.tx(ctx, 5, true); err != nil {
@@ -274,7 +266,5 @@ func TestRestartResume(t *testing.T) {
 	if published != 50 {
 		t.Errorf("after the restart outboxd published %d messages, want exactly the 50 new ones", published)
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }

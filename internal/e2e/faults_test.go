@@ -92,9 +92,7 @@ func TestHotStandby(t *testing.T) {
 	if n := strings.Count(standby.output.String(), "standing by"); n != 1 {
 		t.Errorf("the standby logged %q %d times, want once", "standing by", n)
 	}
-	if code := standby.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	standby.stopCleanly()
 }
 
 // TestPostgresRestart restarts PostgreSQL mid-stream, once with a fast and
@@ -121,9 +119,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	report := e.verify(e.js(), check, 2*time.Minute)
 	t.Logf("2 PostgreSQL restarts: %s", report)
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
 
 // TestJetStreamClusterFailover streams to an R3 stream on a three-node
@@ -167,7 +163,5 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	if report.OrderViolations > 0 {
 		t.Logf("KNOWN DEFECT: %d per-aggregate order violations after leader failover", report.OrderViolations)
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }

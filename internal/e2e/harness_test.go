@@ -220,6 +220,14 @@ func (p *proc) stop(timeout time.Duration) int {
 	return p.wait(timeout)
 }
 
+// stopCleanly sends SIGTERM and fails the test unless outboxd exits 0.
+func (p *proc) stopCleanly() {
+	p.t.Helper()
+	if code := p.stop(time.Minute); code != 0 {
+		p.t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
+	}
+}
+
 // wait returns the exit code once the process ends, failing the test after timeout.
 func (p *proc) wait(timeout time.Duration) int {
 	p.t.Helper()

@@ -67,7 +67,5 @@ func TestIdleSlotWALBounded(t *testing.T) {
 	if msgs := e.readStream(e.js(), 0, time.Second); len(msgs) != 0 {
 		t.Errorf("stream holds %d messages; heartbeats must never be published", len(msgs))
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }

@@ -111,9 +111,7 @@ func TestLargeTransaction(t *testing.T) {
 	if rss > 128<<20 {
 		t.Errorf("peak RSS %.1f MiB, want under 128 MiB", float64(rss)/(1<<20))
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
 
 // TestStreamedAbort: a transaction large enough to be streamed in
@@ -169,7 +167,5 @@ func TestStreamedAbort(t *testing.T) {
 	if n := e.streamedTransactions(); n < 2 {
 		t.Errorf("the server streamed %d transactions in progress, want both: the test did not exercise streaming", n)
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }

@@ -138,7 +138,5 @@ func TestPostgresConnectionLoss(t *testing.T) {
 	if retries := strings.Count(p.output.String(), "session interrupted; retrying"); retries < 1 || retries > 3 {
 		t.Errorf("logged %d retries for 3 connection losses, want 1 to 3 (once per state change)", retries)
 	}
-	if code := p.stop(time.Minute); code != 0 {
-		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
-	}
+	p.stopCleanly()
 }
