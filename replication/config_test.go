@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -95,6 +97,7 @@ func TestPermanent(t *testing.T) {
 		{"nil", nil, false},
 		{"plain", errors.New("connection reset"), false},
 		{"PreflightError", fmt.Errorf("preflight: %w", &PreflightError{Object: "x", Problem: "y", Fix: "z"}), true},
+		{"certificate refused", fmt.Errorf("connect for replication: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), true},
 		{"28P01 invalid password", pg("28P01"), true},
 		{"28000 invalid authorization", pg("28000"), true},
 		{"3D000 no database", pg("3D000"), true},

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 
@@ -29,6 +30,12 @@ func (e *PreflightError) Error() string {
 func Permanent(err error) bool {
 	var pe *PreflightError
 	if errors.As(err, &pe) {
+		return true
+	}
+	// A certificate the client refuses (unknown CA, wrong host name,
+	// expired) stays refused: reconnecting cannot fix it.
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
 		return true
 	}
 	var pgErr *pgconn.PgError

@@ -42,6 +42,10 @@ type Options struct {
 	// quoted by pgcluster. port, listen_addresses and
 	// unix_socket_directories cannot be overridden.
 	ExtraConf map[string]string
+	// TLS, when set, turns on ssl with a server certificate signed by a CA
+	// made for this cluster (see CAFile). ssl, ssl_cert_file and
+	// ssl_key_file cannot then be overridden. Default: no TLS.
+	TLS *TLSOptions
 	// Logger receives start and stop events. Default: zerolog.Nop().
 	Logger zerolog.Logger
 }
@@ -55,6 +59,7 @@ type Cluster struct {
 	binDir  string
 	user    *serverUser
 	log     zerolog.Logger
+	caFile  string // "" without TLS
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd     // nil while stopped
@@ -106,7 +111,21 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.initdb(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.writeConf(opts.ExtraConf); err != nil {
+	conf := opts.ExtraConf
+	if opts.TLS != nil {
+		tlsConf, err := c.setUpTLS(opts.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("set up TLS: %w", err)
+		}
+		conf = make(map[string]string, len(opts.ExtraConf)+len(tlsConf))
+		for k, v := range opts.ExtraConf {
+			conf[k] = v
+		}
+		for k, v := range tlsConf {
+			conf[k] = v
+		}
+	}
+	if err := c.writeConf(conf); err != nil {
 		return nil, fmt.Errorf("write postgresql.conf: %w", err)
 	}
 	if err := c.Start(ctx); err != nil {
@@ -276,8 +295,15 @@ func (c *Cluster) Close() error {
 }
 
 // DSN returns a URL that connects to database as the superuser "postgres".
+// On a cluster started with TLS it has sslmode=require: encrypted, but the
+// certificate is not verified (add sslmode=verify-full and sslrootcert=CAFile
+// for that).
 func (c *Cluster) DSN(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, url.PathEscape(database))
+	mode := "disable"
+	if c.caFile != "" {
+		mode = "require"
+	}
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=%s", c.port, url.PathEscape(database), mode)
 }
 
 // Port returns the server's TCP port on 127.0.0.1.

@@ -37,6 +37,13 @@ func WithConf(name, value string) Option {
 	}
 }
 
+// WithTLS turns on TLS with a server certificate for opts.Hosts signed by a
+// CA made for the cluster (Server.CAFile). A test that uses it is skipped
+// when the server comes from EnvURL, and fails where only Docker is there.
+func WithTLS(opts pgcluster.TLSOptions) Option {
+	return func(o *pgcluster.Options) { o.TLS = &opts }
+}
+
 // Server is a PostgreSQL server for tests. Its methods are safe for
 // concurrent use.
 type Server struct {
@@ -59,6 +66,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	if os.Getenv(EnvURL) != "" && len(o.ExtraConf) > 0 {
 		t.Skipf("needs server settings %v, which cannot be set on the server from %s", o.ExtraConf, EnvURL)
+	}
+	if os.Getenv(EnvURL) != "" && o.TLS != nil {
+		t.Skipf("needs a server with a TLS certificate of its own, which the server from %s does not have", EnvURL)
 	}
 	s, err := start(o)
 	if err != nil {
@@ -120,6 +130,9 @@ func start(o pgcluster.Options) (*Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := pgcluster.Start(ctx, o)
+	if errors.Is(err, pgcluster.ErrNoBinaries) && o.TLS != nil {
+		return nil, fmt.Errorf("%w\n(a postgres container is no substitute: pgtest cannot give it a TLS certificate)", err)
+	}
 	if errors.Is(err, pgcluster.ErrNoBinaries) {
 		s, derr := startDocker(o)
 		if derr != nil {
@@ -175,6 +188,15 @@ func (s *Server) logOnFailure(t testing.TB) {
 			t.Logf("tail of %s:\n%s", s.cluster.LogFile(), s.cluster.LogTail(30))
 		}
 	})
+}
+
+// CAFile returns the PEM file of the CA that signed the server's
+// certificate, or "" if the server was not started WithTLS.
+func (s *Server) CAFile() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.cluster.CAFile()
 }
 
 // DSN returns a URL that connects to database as a superuser (for a server

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/pgcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -160,5 +162,19 @@ func TestDatabaseName(t *testing.T) {
 	}
 	if strings.Trim(a, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
 		t.Errorf("%s has characters that need quoting", a)
+	}
+}
+
+func TestWithTLS(t *testing.T) {
+	s := Start(t, WithTLS(pgcluster.TLSOptions{Require: true}))
+	if s.CAFile() == "" {
+		t.Fatal("CAFile is empty on a server started WithTLS")
+	}
+	dsn := strings.Replace(s.NewDatabase(t), "sslmode=require", "sslmode=verify-full&sslrootcert="+s.CAFile(), 1)
+	if got := queryString(t, dsn, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"); got != "true" {
+		t.Errorf("pg_stat_ssl.ssl = %s, want true", got)
+	}
+	if Shared(t).CAFile() != "" {
+		t.Error("CAFile of a server without TLS is not empty")
 	}
 }
