@@ -40,7 +40,23 @@ type runConfig struct {
 	SpoolDir        string
 	LogLevel        string
 
+	// NATS authentication and TLS; see resolveNATSAuth.
+	NATSContext  string
+	NATSCreds    string
+	NATSNkey     string
+	NATSUser     string
+	NATSPassword string
+	NATSToken    string
+	NATSTLSCA    string
+	NATSTLSCert  string
+	NATSTLSKey   string
+
+	// natsURLSet reports that --nats-url was given (flag or environment),
+	// so it wins over the URL of a --nats-context.
+	natsURLSet bool
+
 	// Parsed forms, set by validate.
+	natsAuth natsAuth
 	table    replication.Table
 	template *sink.Template
 	location checkpoint.Location
@@ -68,7 +84,16 @@ func defaultRunConfig() runConfig {
 
 func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PGURL, "pg-url", c.PGURL, "PostgreSQL URL of the database holding the outbox table (the role needs REPLICATION)")
-	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
+	fs.Var(&trackedString{value: &c.NATSURL, set: &c.natsURLSet}, "nats-url", "NATS server URL(s), comma-separated (if not given, the url of the --nats-context, if any)")
+	fs.StringVar(&c.NATSContext, "nats-context", c.NATSContext, "nats CLI context to read the URL, credentials and TLS files from ($XDG_CONFIG_HOME/nats/context/NAME.json or ~/.config/nats/context/NAME.json); the --nats-* flags given explicitly win")
+	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS user credentials file (JWT and nkey seed, from nsc)")
+	fs.StringVar(&c.NATSNkey, "nats-nkey", c.NATSNkey, "NATS nkey seed file (a user seed, SU...)")
+	fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user name (its password in --nats-password)")
+	fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password of --nats-user; prefer the environment variable, which keeps it out of the process list")
+	fs.StringVar(&c.NATSToken, "nats-token", c.NATSToken, "NATS authentication token; prefer the environment variable, which keeps it out of the process list")
+	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", c.NATSTLSCA, "PEM file of the CA certificates that sign the NATS server's certificate (default: the system's)")
+	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", c.NATSTLSCert, "PEM client certificate for NATS TLS authentication (its key in --nats-tls-key)")
+	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", c.NATSTLSKey, "PEM private key of --nats-tls-cert")
 	fs.StringVar(&c.NATSMonitorURL, "nats-monitor-url", c.NATSMonitorURL, "NATS monitoring URL (e.g. http://127.0.0.1:8222), read at start to check that a single-replica stream's server fsyncs every write")
 	fs.StringVar(&c.Stream, "stream", c.Stream, "JetStream stream the events are published to")
 	fs.StringVar(&c.Slot, "slot", c.Slot, "logical replication slot (created with pgoutput if missing)")
@@ -93,6 +118,10 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 // validate parses the settings that have a syntax and reports the first
 // bad one with its flag name, the value and what is accepted.
 func (c *runConfig) validate() error {
+	// First: a --nats-context may set the URL checked next.
+	if err := c.resolveNATSAuth(); err != nil {
+		return err
+	}
 	// A list as nats.Connect reads it: comma-separated, spaces around each
 	// URL allowed, empty entries skipped.
 	urls := 0
@@ -148,6 +177,28 @@ func (c *runConfig) validate() error {
 	}
 	return nil
 }
+
+// trackedString is a string flag that records whether it was set, from
+// the command line or from its environment variable (applyEnv sets the
+// Value directly, which pflag's Changed does not see).
+type trackedString struct {
+	value *string
+	set   *bool
+}
+
+func (s *trackedString) String() string {
+	if s.value == nil {
+		return ""
+	}
+	return *s.value
+}
+
+func (s *trackedString) Set(v string) error {
+	*s.value, *s.set = v, true
+	return nil
+}
+
+func (s *trackedString) Type() string { return "string" }
 
 // newLogger logs JSON to stderr, or a console format when stderr is a terminal.
 func newLogger(level string) zerolog.Logger {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -127,6 +130,11 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 
 func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger) (*nats.Conn, error) {
 	log = log.With().Str("component", "nats").Logger()
+	auth, err := natsAuthOptions(cfg.natsAuth)
+	if err != nil {
+		return nil, &fatalError{err}
+	}
+	perms := newPermissionLog(log)
 	opts := []nats.Option{
 		nats.Name("outboxd"),
 		nats.MaxReconnects(-1),
@@ -142,14 +150,43 @@ func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger) (*nats.
 			log.Warn().Err(err).Msg("disconnected from NATS; nothing is confirmed past the last acknowledgement")
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
+			perms.reset()
 			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
+		// A publish the user may not make is not answered by JetStream: the
+		// server reports it here, asynchronously, and the publish times out.
+		// This log line names the subject and the permission.
+		nats.ErrorHandler(perms.handle),
 	}
-	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	opts = append(opts, auth...)
+	nc, err := nats.Connect(cfg.NATSURL, append(opts, nats.RetryOnFailedConnect(false))...)
+	if err != nil && !retryConnect(err) {
+		// Authentication and TLS errors do not heal by retrying.
+		return nil, &fatalError{fmt.Errorf("connect to NATS at --nats-url: %s", redactErr(err, cfg.natsAuth))}
+	}
 	if err != nil {
-		return nil, &fatalError{fmt.Errorf("connect to NATS at --nats-url: %w", err)}
+		if nc, err = nats.Connect(cfg.NATSURL, opts...); err != nil {
+			return nil, &fatalError{fmt.Errorf("connect to NATS at --nats-url: %s", redactErr(err, cfg.natsAuth))}
+		}
 	}
 	return nc, nil
+}
+
+// retryConnect reports whether a first connection error is worth retrying
+// in the background (the server is not up yet) rather than stopping:
+// refused credentials and certificates stay refused.
+func retryConnect(err error) bool {
+	var certErr *tls.CertificateVerificationError
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
+		errors.Is(err, nats.ErrAccountAuthExpired), errors.Is(err, nats.ErrSecureConnRequired),
+		errors.Is(err, nats.ErrSecureConnWanted), errors.Is(err, nats.ErrClientCertOrRootCAsRequired),
+		errors.As(err, &certErr), errors.As(err, &unknownAuthority), errors.As(err, &hostErr):
+		return false
+	}
+	return !strings.Contains(err.Error(), "tls:") && !strings.Contains(err.Error(), "x509:")
 }
 
 // openStore opens the checkpoint store named by --checkpoint.

@@ -83,7 +83,7 @@ func startCluster(t testing.TB, n int, opts []Option) (*Cluster, error) {
 	}
 	c := &Cluster{nodes: make([]*Server, n)}
 	for i := range n {
-		cfg := natsembed.Config{StoreDir: t.TempDir()}
+		cfg := settings{Config: natsembed.Config{StoreDir: t.TempDir()}}
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -139,7 +139,7 @@ func (c *Cluster) URL() string {
 // reconnects without limit, to whichever node runs.
 func (c *Cluster) Conn(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	return connect(t, c.URL(), opts)
+	return connect(t, c.URL(), append(append([]nats.Option(nil), c.nodes[0].cfg.client...), opts...))
 }
 
 // JetStream returns a JetStream context on a new Conn(t).

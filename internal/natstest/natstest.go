@@ -16,18 +16,27 @@ import (
 )
 
 // Option changes how Start configures the server.
-type Option func(*natsembed.Config)
+type Option func(*settings)
+
+// settings is what the options set: the embedded server's Config, changes
+// to the server options natsembed does not cover (TLS, users), and the
+// client options Conn needs to get in.
+type settings struct {
+	natsembed.Config
+	tune   []func(*server.Options)
+	client []nats.Option
+}
 
 // WithSyncAlways makes JetStream fsync every write (sync_interval: always).
-func WithSyncAlways() Option { return func(c *natsembed.Config) { c.SyncAlways = true } }
+func WithSyncAlways() Option { return func(c *settings) { c.SyncAlways = true } }
 
 // WithMaxPayload sets the largest message the server accepts, in bytes.
-func WithMaxPayload(n int32) Option { return func(c *natsembed.Config) { c.MaxPayload = n } }
+func WithMaxPayload(n int32) Option { return func(c *settings) { c.MaxPayload = n } }
 
 // Server is an in-process NATS server with JetStream. Its methods are safe
 // for concurrent use.
 type Server struct {
-	cfg natsembed.Config // Port is fixed after the first start
+	cfg settings // Port is fixed after the first start
 
 	mu  sync.Mutex
 	srv *server.Server // nil while shut down
@@ -37,7 +46,7 @@ type Server struct {
 // t.TempDir(), without logging. t.Cleanup shuts it down.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{cfg: natsembed.Config{StoreDir: t.TempDir()}}
+	s := &Server{cfg: settings{Config: natsembed.Config{StoreDir: t.TempDir()}}}
 	for _, o := range opts {
 		o(&s.cfg)
 	}
@@ -93,7 +102,7 @@ func (s *Server) restart() error {
 	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := natsembed.Start(ctx, s.cfg)
+	srv, err := start(ctx, s.cfg)
 	if err != nil {
 		return err
 	}
@@ -101,12 +110,41 @@ func (s *Server) restart() error {
 	return nil
 }
 
+// start is natsembed.Start with cfg.tune applied to the server options.
+func start(ctx context.Context, cfg settings) (*server.Server, error) {
+	if len(cfg.tune) == 0 {
+		return natsembed.Start(ctx, cfg.Config)
+	}
+	opts, err := cfg.Options()
+	if err != nil {
+		return nil, err
+	}
+	for _, tune := range cfg.tune {
+		tune(opts)
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	srv.Start()
+	for !srv.ReadyForConnections(100 * time.Millisecond) {
+		if ctx.Err() != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, fmt.Errorf("nats server on %s:%d not ready: %w", opts.Host, opts.Port, ctx.Err())
+		}
+	}
+	return srv, nil
+}
+
 // Conn connects to the server; t.Cleanup closes the connection. It
 // reconnects every 50ms without limit, so it outlives a Shutdown/Restart;
-// opts come after those defaults and can override them.
+// it trusts the CA of WithTLS and logs in as the admin of WithUsers,
+// WithToken or WithNkeyUsers; opts come after those defaults and can
+// override them.
 func (s *Server) Conn(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	return connect(t, s.URL(), opts)
+	return connect(t, s.URL(), append(append([]nats.Option(nil), s.cfg.client...), opts...))
 }
 
 // JetStream returns a JetStream context on a new Conn(t).
