@@ -37,6 +37,9 @@ type Config struct {
 	// published goes to instead of stopping the pipeline; its headers name
 	// the reason, the original subject, the row id, xid and LSN.
 	DeadLetter string
+	// LogPayloads logs each message's payload at debug level. Off by
+	// default: payloads may hold personal data.
+	LogPayloads bool
 	// MaxInFlight bounds unacknowledged publishes. Default 4096.
 	MaxInFlight int
 	// RetryMin and RetryMax bound the backoff between republish rounds.
@@ -143,6 +146,10 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 			msg, err := p.build(item)
 			if err != nil {
 				return err
+			}
+			if p.cfg.LogPayloads {
+				p.log.Debug().Str("event_id", msg.Header.Get(jetstream.MsgIDHeader)).Str("subject", msg.Subject).
+					Bytes("payload", msg.Data).Msg("publish")
 			}
 			window.push(pending{seq: item.Seq, msg: msg, future: p.publish(msg)})
 		case ack := <-okC:

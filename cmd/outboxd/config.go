@@ -39,6 +39,7 @@ type runConfig struct {
 	PGStreaming     bool
 	SpoolDir        string
 	LogLevel        string
+	LogPayloads     bool
 
 	// NATS authentication and TLS; see resolveNATSAuth.
 	NATSContext  string
@@ -113,6 +114,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit")
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.BoolVar(&c.LogPayloads, "log-payloads", c.LogPayloads, "log every published payload at debug level (needs --log-level debug; payloads may hold personal data)")
 }
 
 // validate parses the settings that have a syntax and reports the first

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -292,4 +293,28 @@ func TestDeadLetter(t *testing.T) {
 func TestDeadLetterSubjectNotCaptured(t *testing.T) {
 	e := newEnv(t, pgtest.Shared(t), true)
 	e.expectExit(e.args("--dead-letter", "elsewhere.dead"), `no stream captures subject "elsewhere.dead"`, "--dead-letter")
+}
+
+// TestPayloadsLoggedOnlyWhenAsked: even at debug level a payload never
+// reaches the log unless --log-payloads is set.
+func TestPayloadsLoggedOnlyWhenAsked(t *testing.T) {
+	const marker = "payload-marker-5f1c"
+	for _, logPayloads := range []bool{false, true} {
+		t.Run(fmt.Sprintf("log-payloads=%v", logPayloads), func(t *testing.T) {
+			e := newEnv(t, pgtest.Shared(t), true)
+			args := e.args() // --log-level debug
+			if logPayloads {
+				args = append(args, "--log-payloads")
+			}
+			p := e.start(args...)
+			e.waitStreaming(p)
+			e.pg.Exec(t, e.dsn, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+				VALUES (gen_random_uuid(), 'order', '1', 'Created', jsonb_build_object('secret', $1::text))`, marker)
+			e.readStream(e.js(), 1, time.Minute)
+			p.stopCleanly()
+			if got := strings.Contains(p.output.String(), marker); got != logPayloads {
+				t.Errorf("payload in the debug log = %v, want %v", got, logPayloads)
+			}
+		})
+	}
 }
