@@ -72,13 +72,20 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return err
 	}
+	// Until the pipeline runs (it closes the stream itself), every failure
+	// below must close the replication connection.
+	streaming := false
+	defer func() {
+		if !streaming {
+			stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the setup error is the one to report
+		}
+	}()
 	decCfg := decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Messages: true}
 	if stream.Streaming() {
 		// A session's spool holds only transactions still in progress: a
 		// new session gets them re-sent from their start.
 		spool, err := decoder.NewSpool(cfg.SpoolDir)
 		if err != nil {
-			stream.Close(context.WithoutCancel(ctx))
 			return &fatalError{fmt.Errorf("--spool-dir: %w", err)}
 		}
 		defer spool.Close()
@@ -86,12 +93,10 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	}
 	dec, err := decoder.New(decCfg)
 	if err != nil {
-		stream.Close(context.WithoutCancel(ctx))
 		return &fatalError{err}
 	}
 	start, err := resumePoint(ctx, cfg, stream, store, slot, log)
 	if err != nil {
-		stream.Close(context.WithoutCancel(ctx))
 		return err
 	}
 	tracker := checkpoint.NewTracker(start.LSN)
@@ -103,16 +108,15 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, LogPayloads: cfg.LogPayloads, Logger: log,
 	})
 	if err != nil {
-		stream.Close(context.WithoutCancel(ctx))
 		return &fatalError{err}
 	}
 	if err := stream.Start(ctx, start.LSN, ckpt.Durable); err != nil {
-		stream.Close(context.WithoutCancel(ctx))
 		return err
 	}
 	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("stream", cfg.Stream).
 		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Msg("streaming")
 
+	streaming = true
 	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publisher: publisher,
 		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	if cfg.Heartbeat > 0 {
