@@ -1,107 +1,63 @@
 package natstest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
+	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/outboxd/outboxd/internal/testca"
 )
 
-// CA is a test certificate authority made for one test: an ECDSA P-256
-// key and a self-signed certificate, written as PEM to File.
+// CA is a test certificate authority (see package testca) whose files
+// live under one test's temporary folder.
 type CA struct {
-	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
-	// File is the PEM file of Cert, for --nats-tls-ca or nats.RootCAs.
+	// File is the PEM file of the CA certificate, for --nats-tls-ca or
+	// nats.RootCAs.
 	File string
+	ca   *testca.CA
 	dir  string
+	n    int
 }
-
-var serial atomic.Int64
 
 // NewCA makes a CA whose files live under t.TempDir().
 func NewCA(t testing.TB) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testca.New("outboxd test CA " + t.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: "outboxd test CA " + t.Name()},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &CA{Cert: cert, Key: key, dir: t.TempDir()}
-	ca.File = writePEM(t, ca.dir, "ca.pem", "CERTIFICATE", der)
-	return ca
+	c := &CA{ca: ca, dir: t.TempDir()}
+	c.File = c.write(t, "ca.pem", ca.PEM)
+	return c
 }
 
-// Issue signs a certificate for name (its common name; a server
-// certificate also gets the SANs 127.0.0.1 and localhost) and returns the
-// PEM files of the certificate and of its key.
+// Issue signs a certificate and returns the PEM files of the certificate
+// and of its key: a client certificate with common name name, or a server
+// certificate for 127.0.0.1 and localhost.
 func (ca *CA) Issue(t testing.TB, name string, client bool) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	issue := func() ([]byte, []byte, error) { return ca.ca.Server("127.0.0.1", "localhost") }
 	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	} else {
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost"}
+		issue = func() ([]byte, []byte, error) { return ca.ca.Client(name) }
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	certPEM, keyPEM, err := issue()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := serial.Load()
-	certFile = writePEM(t, ca.dir, filepath.Base(name)+"-"+big.NewInt(n).String()+".pem", "CERTIFICATE", der)
-	keyFile = writePEM(t, ca.dir, filepath.Base(name)+"-"+big.NewInt(n).String()+"-key.pem", "EC PRIVATE KEY", keyDER)
-	return certFile, keyFile
+	ca.n++
+	base := fmt.Sprintf("%s-%d", filepath.Base(name), ca.n)
+	return ca.write(t, base+".pem", certPEM), ca.write(t, base+"-key.pem", keyPEM)
 }
 
-func writePEM(t testing.TB, dir, name, kind string, der []byte) string {
+func (ca *CA) write(t testing.TB, name string, data []byte) string {
 	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+	path := filepath.Join(ca.dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -1,20 +1,12 @@
 package pgcluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/outboxd/outboxd/internal/testca"
 )
 
 // TLSOptions turns on TLS (ssl = on) with a server certificate signed by a
@@ -30,84 +22,11 @@ type TLSOptions struct {
 	Require bool
 }
 
-// CA is a certificate authority made in memory: its certificate and key.
-type CA struct {
-	// PEM is the CA certificate, PEM-encoded, for sslrootcert.
-	PEM  []byte
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
+// CA is a certificate authority made in memory (see package testca).
+type CA = testca.CA
 
-// NewCA makes a self-signed ECDSA P-256 certificate authority valid for a day.
-func NewCA(name string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &CA{PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
-}
-
-// Issue makes a server certificate for hosts (IP addresses or DNS names)
-// signed by ca, and returns it and its private key, PEM-encoded.
-func (ca *CA) Issue(hosts []string) (certPEM, keyPEM []byte, err error) {
-	if len(hosts) == 0 {
-		return nil, nil, errors.New("issue certificate: no hosts")
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("issue certificate for %v: %w", hosts, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		panic("BUG: crypto/rand failed: " + err.Error())
-	}
-	return n
-}
+// NewCA makes a self-signed certificate authority valid for a day.
+func NewCA(name string) (*CA, error) { return testca.New(name) }
 
 // setUpTLS writes ca.crt to the cluster folder and server.crt and
 // server.key to the data folder, owned by the server user (PostgreSQL
@@ -122,7 +41,7 @@ func (c *Cluster) setUpTLS(o *TLSOptions) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	certPEM, keyPEM, err := ca.Issue(hosts)
+	certPEM, keyPEM, err := ca.Server(hosts...)
 	if err != nil {
 		return nil, err
 	}

@@ -85,20 +85,3 @@ func TestTLSRequireAndHosts(t *testing.T) {
 		})
 	}
 }
-
-func TestCAIssue(t *testing.T) {
-	ca, err := NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ca.Issue(nil); err == nil {
-		t.Error("Issue(nil) = nil error, want one")
-	}
-	cert, key, err := ca.Issue([]string{"127.0.0.1", "localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(cert), "CERTIFICATE") || !strings.Contains(string(key), "PRIVATE KEY") {
-		t.Errorf("Issue returned %q / %q", cert, key)
-	}
-}
