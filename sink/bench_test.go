@@ -15,11 +15,13 @@ import (
 // 4096, as outboxd is configured by default, and reports events per second.
 // The sync=always case is the durable server setting (fsync every write).
 func BenchmarkPublisher(b *testing.B) {
-	b.Run("sync=default", func(b *testing.B) { benchmarkPublisher(b) })
-	b.Run("sync=always", func(b *testing.B) { benchmarkPublisher(b, natstest.WithSyncAlways()) })
+	b.Run("sync=default", func(b *testing.B) { benchmarkPublisher(b, false) })
+	b.Run("sync=always", func(b *testing.B) { benchmarkPublisher(b, false, natstest.WithSyncAlways()) })
+	b.Run("sync=default/exclusive", func(b *testing.B) { benchmarkPublisher(b, true) })
+	b.Run("sync=always/exclusive", func(b *testing.B) { benchmarkPublisher(b, true, natstest.WithSyncAlways()) })
 }
 
-func benchmarkPublisher(b *testing.B, opts ...natstest.Option) {
+func benchmarkPublisher(b *testing.B, exclusive bool, opts ...natstest.Option) {
 	const maxInFlight = 4096
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -29,7 +31,7 @@ func benchmarkPublisher(b *testing.B, opts ...natstest.Option) {
 	tmpl := testTemplate(b, defaultTemplate)
 	setupStream(b, js, "OUTBOX", tmpl)
 	items := newEventBuilder(b).items(b.N, 100, 200)
-	p := newTestPublisher(b, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight})
+	p := newTestPublisher(b, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight, Exclusive: exclusive})
 	a := newAcker()
 
 	b.ReportAllocs()

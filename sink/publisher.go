@@ -37,6 +37,13 @@ type Config struct {
 	// published goes to instead of stopping the pipeline; its headers name
 	// the reason, the original subject, the row id, xid and LSN.
 	DeadLetter string
+	// Exclusive declares outboxd the only writer to Stream. Publishes then
+	// carry Nats-Expected-Last-Sequence, which the stream leader checks
+	// against every sequence it has assigned, so a message lost with a
+	// failed leader makes the later ones fail instead of overtaking it.
+	// Another writer to the stream makes those expectations fail, each
+	// failure costing a retry round. Off by default.
+	Exclusive bool
 	// LogPayloads logs each message's payload at debug level. Off by
 	// default: payloads may hold personal data.
 	LogPayloads bool
@@ -104,6 +111,39 @@ type pending struct {
 	seq    uint64
 	msg    *nats.Msg
 	future jetstream.PubAckFuture
+	// Exclusive mode only: expect is the Nats-Expected-Last-Sequence the
+	// message was sent with (0 for none), and dead marks a dead-letter
+	// message, which may land in another stream.
+	expect uint64
+	dead   bool
+}
+
+// sequencer predicts stream sequences in exclusive mode. Only a
+// non-duplicate PubAck for the last message in flight tells the stream's
+// last sequence; until one does, messages go one at a time without an
+// expectation, which keeps order by itself.
+type sequencer struct {
+	known bool
+	last  uint64 // the sequence the newest message sent will get, when known
+}
+
+// admits reports whether pm may be sent while inFlight messages are
+// unacknowledged: pipelining needs a known sequence, and a dead-letter
+// message goes alone.
+func (s *sequencer) admits(inFlight int, pm pending) bool {
+	return inFlight == 0 || (s.known && !pm.dead)
+}
+
+// acked updates the prediction with the ack of pm; idle reports that
+// nothing else is in flight.
+func (s *sequencer) acked(pm pending, ack *jetstream.PubAck, stream string, idle bool) {
+	switch {
+	case ack.Duplicate || ack.Stream != stream || (pm.expect != 0 && ack.Sequence != pm.expect+1):
+		// A duplicate's sequence is the original's, not the stream's last.
+		s.known = false
+	case idle:
+		s.known, s.last = true, ack.Sequence
+	}
 }
 
 // Run publishes every item received on in, in order, and reports each
@@ -113,21 +153,35 @@ type pending struct {
 // published.
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	var window queue
-	for in != nil || window.len() > 0 {
+	// Exclusive mode only: redo holds built messages to send before
+	// anything more from in (the tail of a recovered window, or a
+	// dead-letter message waiting for the window to drain).
+	var order sequencer
+	var redo []pending
+	for in != nil || window.len() > 0 || len(redo) > 0 {
 		// A failed head goes before any new publish: a message sent after
 		// a reconnect must not overtake the ones lost with the old connection.
 		if head := window.head(); head != nil {
 			select {
 			case err := <-head.future.Err():
-				if rerr := p.recover(ctx, window.items(), err); rerr != nil {
+				if rerr := p.retry(ctx, &window, &redo, &order, err); rerr != nil {
 					return rerr
 				}
 				continue
 			default:
 			}
 		}
+		if len(redo) > 0 {
+			if window.len() < p.cfg.MaxInFlight && order.admits(window.len(), redo[0]) {
+				window.push(p.sendExclusive(&order, redo[0]))
+				redo[0] = pending{}
+				redo = redo[1:]
+				continue
+			}
+		}
 		var recv <-chan Item
-		if in != nil && window.len() < p.cfg.MaxInFlight {
+		if in != nil && len(redo) == 0 && window.len() < p.cfg.MaxInFlight &&
+			(!p.cfg.Exclusive || order.known || window.len() == 0) {
 			recv = in
 		}
 		var okC <-chan *jetstream.PubAck
@@ -151,22 +205,113 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 				p.log.Debug().Str("event_id", msg.Header.Get(jetstream.MsgIDHeader)).Str("subject", msg.Subject).
 					Bytes("payload", msg.Data).Msg("publish")
 			}
-			window.push(pending{seq: item.Seq, msg: msg, future: p.publish(msg)})
+			if !p.cfg.Exclusive {
+				window.push(pending{seq: item.Seq, msg: msg, future: p.publish(msg)})
+				continue
+			}
+			pm := pending{seq: item.Seq, msg: msg, dead: msg.Subject == p.cfg.DeadLetter && isDeadLetter(msg)}
+			if order.admits(window.len(), pm) {
+				window.push(p.sendExclusive(&order, pm))
+			} else {
+				redo = append(redo, pm)
+			}
 		case ack := <-okC:
 			head := window.pop()
 			if ack.Duplicate {
 				p.log.Debug().Str("event_id", head.msg.Header.Get(jetstream.MsgIDHeader)).Msg("duplicate absorbed by JetStream")
 			}
+			if p.cfg.Exclusive {
+				order.acked(head, ack, p.cfg.Stream, window.len() == 0)
+			}
 			if err := acks.Ack(head.seq); err != nil {
 				return fmt.Errorf("BUG: acknowledge message %d: %w", head.seq, err)
 			}
 		case err := <-errC:
-			if rerr := p.recover(ctx, window.items(), err); rerr != nil {
+			if rerr := p.retry(ctx, &window, &redo, &order, err); rerr != nil {
 				return rerr
 			}
 		}
 	}
 	return nil
+}
+
+// sendExclusive publishes pm in exclusive mode: with the expectation that
+// the stream's last sequence is the one the previous message got, when that
+// is known, else alone and without one.
+func (p *Publisher) sendExclusive(order *sequencer, pm pending) pending {
+	if order.known && !pm.dead {
+		pm.expect = order.last
+		order.last++
+		pm.msg.Header[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(pm.expect, 10)}
+	} else {
+		pm.expect = 0
+		delete(pm.msg.Header, jetstream.ExpectedLastSeqHeader)
+		order.known = false
+	}
+	pm.future = p.publish(pm.msg)
+	return pm
+}
+
+// isDeadLetter reports whether msg was built by deadLetter.
+func isDeadLetter(msg *nats.Msg) bool {
+	_, ok := msg.Header[HeaderDeadLetterReason]
+	return ok
+}
+
+// retry handles a failed head of the window. In exclusive mode only the
+// head is republished in recover; the rest go back to redo, to be sent
+// again by Run's rules (one at a time until a fresh sequence is known):
+// any of them may already be stored, and an old expectation would be
+// wrong for it.
+func (p *Publisher) retry(ctx context.Context, window *queue, redo *[]pending, order *sequencer, cause error) error {
+	if !p.cfg.Exclusive {
+		return p.recover(ctx, window.items(), cause)
+	}
+	items := window.items()
+	if err := p.recoverExclusive(ctx, items, cause); err != nil {
+		return err
+	}
+	rest := make([]pending, 0, len(items)-1+len(*redo))
+	for _, pm := range items[1:] {
+		pm.future, pm.expect = nil, 0
+		rest = append(rest, pm)
+	}
+	*redo = append(rest, *redo...)
+	window.truncate(1)
+	order.known = false
+	return nil
+}
+
+// recoverExclusive is recover for exclusive mode: after every later
+// publish has settled, it republishes the head alone, without an
+// expectation, with backoff, until it is acknowledged or ctx is done. The
+// head's future is replaced by one that reports that ack again.
+func (p *Publisher) recoverExclusive(ctx context.Context, window []pending, cause error) error {
+	p.log.Warn().Err(cause).Int("in_flight", len(window)).Msg("publish failed; retrying from the first unacknowledged message")
+	settle(ctx, window[1:])
+	head := &window[0]
+	head.expect = 0
+	delete(head.msg.Header, jetstream.ExpectedLastSeqHeader)
+	delay := p.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, p.cfg.RetryMax)
+		future := p.publish(head.msg)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ack := <-future.Ok():
+			head.future = ackedFuture{msg: head.msg, ack: ack}
+			p.log.Info().Int("attempts", attempt).Msg("publishing resumed")
+			return nil
+		case err := <-future.Err():
+			p.log.Debug().Err(err).Int("attempt", attempt).Msg("republish failed")
+		}
+	}
 }
 
 // publish sends msg asynchronously; a refusal before sending becomes a
@@ -397,12 +542,20 @@ func (f failedFuture) Err() <-chan error {
 }
 func (f failedFuture) Msg() *nats.Msg { return f.msg }
 
-// ackedFuture stands for a publish already acknowledged.
-type ackedFuture struct{ msg *nats.Msg }
+// ackedFuture stands for a publish already acknowledged, with ack when it
+// is kept (exclusive mode reads its sequence).
+type ackedFuture struct {
+	msg *nats.Msg
+	ack *jetstream.PubAck
+}
 
 func (f ackedFuture) Ok() <-chan *jetstream.PubAck {
 	c := make(chan *jetstream.PubAck, 1)
-	c <- &jetstream.PubAck{}
+	if f.ack == nil {
+		c <- &jetstream.PubAck{}
+	} else {
+		c <- f.ack
+	}
 	return c
 }
 func (f ackedFuture) Err() <-chan error { return nil }
@@ -441,6 +594,12 @@ func (q *queue) pop() pending {
 		q.buf, q.start = q.buf[:0], 0
 	}
 	return pm
+}
+
+// truncate keeps the n oldest messages.
+func (q *queue) truncate(n int) {
+	clear(q.buf[q.start+n:])
+	q.buf = q.buf[:q.start+n]
 }
 
 // items is the window as a slice, to update futures in place.

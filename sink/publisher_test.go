@@ -332,7 +332,10 @@ func TestPublisherWindowFull(t *testing.T) {
 // connection and that Run republishes only after that: the stream then
 // holds every event once, but not in commit order (about every second run
 // of this test fails that way with the default buffer).
-func TestPublisherOutage(t *testing.T) {
+func TestPublisherOutage(t *testing.T) { testPublisherOutage(t, false) }
+
+// testPublisherOutage is TestPublisherOutage, in exclusive mode or not.
+func testPublisherOutage(t *testing.T, exclusive bool) {
 	const n, maxInFlight, outageAt = 10000, 256, 3000
 	ctx := testCtx(t)
 	srv := natstest.Start(t)
@@ -348,7 +351,7 @@ func TestPublisherOutage(t *testing.T) {
 	a := newAcker()
 	a.at = outageAt
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight,
-		RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+		Exclusive: exclusive, RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond})
 
 	// The feeder holds back the rest of the events until the server is
 	// down, so the outage surely falls in the middle of the run.

@@ -29,6 +29,7 @@ type runConfig struct {
 	Checkpoint      string
 	CreateStream    bool
 	DeadLetter      string
+	Exclusive       bool
 	AllowGap        bool
 	MaxInFlight     int
 	StatusInterval  time.Duration
@@ -103,6 +104,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {column} is replaced by the row's column value")
 	fs.StringVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "where the LSN checkpoint is kept: kv:BUCKET (NATS KV) or file:PATH")
 	fs.StringVar(&c.DeadLetter, "dead-letter", c.DeadLetter, "subject for rows that can never be published (too large, bad subject value, bad headers); off by default: such a row stops outboxd")
+	fs.BoolVar(&c.Exclusive, "exclusive-stream", c.Exclusive, "outboxd is the only writer to the stream: keep commit order across JetStream leader failover by publishing with Nats-Expected-Last-Sequence")
 	fs.BoolVar(&c.CreateStream, "create-stream", c.CreateStream, "create the stream if it is missing, capturing the template's literal prefix (e.g. outbox.>)")
 	fs.BoolVar(&c.AllowGap, "allow-gap", c.AllowGap, "start even though the slot is ahead of the checkpoint or was recreated (events in the gap are not published)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most messages published but not yet acknowledged (1-65536)")

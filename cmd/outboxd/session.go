@@ -105,7 +105,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Interval: cfg.CheckpointEvery, Logger: log,
 	})
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
-		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, LogPayloads: cfg.LogPayloads, Logger: log,
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
 	})
 	if err != nil {
 		return &fatalError{err}

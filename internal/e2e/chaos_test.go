@@ -67,8 +67,14 @@ func TestChaos(t *testing.T) {
 	} else {
 		e = newEnv(t, pg, true)
 	}
+	// On the R3 stream, commit order across leader failover needs
+	// --exclusive-stream; outboxd is the stream's only writer here.
+	var extra []string
+	if cfg.cluster {
+		extra = append(extra, "--exclusive-stream")
+	}
 	check := checker.New()
-	p := e.start(e.args()...)
+	p := e.start(e.args(extra...)...)
 	e.waitStreaming(p)
 
 	// Writers share the target; each commits until the total is reached.
@@ -116,7 +122,7 @@ func TestChaos(t *testing.T) {
 		switch fault {
 		case "kill outboxd":
 			p.kill()
-			p = e.start(e.args()...)
+			p = e.start(e.args(extra...)...)
 		case "restart nats":
 			e.nats.Shutdown()
 			time.Sleep(2 * time.Second)
