@@ -771,28 +771,35 @@ func TestMessage(t *testing.T) {
 func TestPublisherBadHeaderKey(t *testing.T) {
 	for _, key := range []string{"trace id", "a:b", "content/type", "", "caf\u00e9", "tab\there"} {
 		t.Run(strconv.Quote(key), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			srv := natstest.Start(t)
-			nc, js := newJetStream(t, srv)
-			tmpl := testTemplate(t, defaultTemplate)
-			setupStream(t, js, "OUTBOX", tmpl)
-			items := newEventBuilder(t).items(4, 2, 10)
-			headers, err := json.Marshal(map[string]string{"ok": "1", key: "v"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := newEventBuilder(t).event(testRow{ID: eventID(3), AggregateType: "order", AggregateID: "3",
-				EventType: "created", Payload: []byte("{}"), Headers: string(headers)})
-			items[2].Event = bad
-
-			a := newAcker()
-			p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 8})
-			err = run(ctx, p, items, a, nil)
-			rowErrorFrom(t, err, bad, "headers", strconv.Quote(key))
-			checkStoppedAt(t, srv, js, a, tmpl, items, 2)
+			checkBadHeadersStop(t, map[string]string{"ok": "1", key: "v"}, "headers", strconv.Quote(key))
 		})
 	}
+}
+
+// checkBadHeadersStop runs four events through a publisher, the third with
+// the given row headers, and checks Run stops on it with a RowError for
+// column that contains want, having stored and acked only the two before.
+func checkBadHeadersStop(t *testing.T, headers map[string]string, column, want string, opts ...natstest.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv := natstest.Start(t, opts...)
+	nc, js := newJetStream(t, srv)
+	tmpl := testTemplate(t, defaultTemplate)
+	setupStream(t, js, "OUTBOX", tmpl)
+	items := newEventBuilder(t).items(4, 2, 10)
+	raw, err := json.Marshal(headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := newEventBuilder(t).event(testRow{ID: eventID(3), AggregateType: "order", AggregateID: "3",
+		EventType: "created", Payload: []byte("{}"), Headers: string(raw)})
+	items[2].Event = bad
+	a := newAcker()
+	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 8})
+	err = run(ctx, p, items, a, nil)
+	rowErrorFrom(t, err, bad, column, want)
+	checkStoppedAt(t, srv, js, a, tmpl, items, 2)
 }
 
 // TestValidHeaderKey holds validHeaderKey to the client's own rule: every
@@ -822,46 +829,10 @@ func TestValidHeaderKey(t *testing.T) {
 func TestPublisherHostileHeaderValues(t *testing.T) {
 	for _, value := range []string{"a\r\nNats-Msg-Id: forged", "line\nbreak", "nul\x00", "bell\x07", "del\x7f"} {
 		t.Run(strconv.Quote(value), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			srv := natstest.Start(t)
-			nc, js := newJetStream(t, srv)
-			tmpl := testTemplate(t, defaultTemplate)
-			setupStream(t, js, "OUTBOX", tmpl)
-			items := newEventBuilder(t).items(4, 2, 10)
-			headers, err := json.Marshal(map[string]string{"trace": value})
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := newEventBuilder(t).event(testRow{ID: eventID(3), AggregateType: "order", AggregateID: "3",
-				EventType: "created", Payload: []byte("{}"), Headers: string(headers)})
-			items[2].Event = bad
-			a := newAcker()
-			p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 8})
-			err = run(ctx, p, items, a, nil)
-			rowErrorFrom(t, err, bad, "headers", "control character")
-			checkStoppedAt(t, srv, js, a, tmpl, items, 2)
+			checkBadHeadersStop(t, map[string]string{"trace": value}, "headers", "control character")
 		})
 	}
 	t.Run("huge value", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		srv := natstest.Start(t, natstest.WithMaxPayload(4096))
-		nc, js := newJetStream(t, srv)
-		tmpl := testTemplate(t, defaultTemplate)
-		setupStream(t, js, "OUTBOX", tmpl)
-		items := newEventBuilder(t).items(4, 2, 10)
-		headers, err := json.Marshal(map[string]string{"trace": strings.Repeat("x", 8000)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		bad := newEventBuilder(t).event(testRow{ID: eventID(3), AggregateType: "order", AggregateID: "3",
-			EventType: "created", Payload: []byte("{}"), Headers: string(headers)})
-		items[2].Event = bad
-		a := newAcker()
-		p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 8})
-		err = run(ctx, p, items, a, nil)
-		rowErrorFrom(t, err, bad, "payload", "max_payload")
-		checkStoppedAt(t, srv, js, a, tmpl, items, 2)
+		checkBadHeadersStop(t, map[string]string{"trace": strings.Repeat("x", 8000)}, "payload", "max_payload", natstest.WithMaxPayload(4096))
 	})
 }
