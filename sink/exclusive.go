@@ -92,6 +92,7 @@ func (p *Publisher) recoverExclusive(ctx context.Context, window []pending, caus
 			p.log.Info().Int("attempts", attempt).Msg("publishing resumed")
 			return nil
 		case err := <-future.Err():
+			p.cfg.Observer.PublishFailed(failureReason(err))
 			p.log.Debug().Err(err).Int("attempt", attempt).Msg("republish failed")
 		}
 	}

@@ -54,6 +54,8 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// Logger receives state changes. Default zerolog.Nop().
 	Logger zerolog.Logger
+	// Observer is told every publish outcome, for metrics. Default none.
+	Observer Observer
 }
 
 // Item is one event to publish with its sequence number from the ack tracker.
@@ -102,6 +104,9 @@ func NewPublisher(js jetstream.JetStream, maxPayload int64, cfg Config) (*Publis
 	if cfg.RetryMax == 0 {
 		cfg.RetryMax = 5 * time.Second
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	return &Publisher{js: js, cfg: cfg, maxPayload: maxPayload,
 		log: cfg.Logger.With().Str("component", "sink").Str("stream", cfg.Stream).Logger()}, nil
 }
@@ -111,11 +116,14 @@ type pending struct {
 	seq    uint64
 	msg    *nats.Msg
 	future jetstream.PubAckFuture
+	// committed is the event's commit time (zero for a dead letter), for
+	// the commit-to-ack latency.
+	committed time.Time
+	// dead marks a dead-letter message, which may land in another stream.
+	dead bool
 	// Exclusive mode only: expect is the Nats-Expected-Last-Sequence the
-	// message was sent with (0 for none), and dead marks a dead-letter
-	// message, which may land in another stream.
+	// message was sent with (0 for none).
 	expect uint64
-	dead   bool
 }
 
 // Run publishes every item received on in, in order, and reports each
@@ -177,11 +185,15 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 				p.log.Debug().Str("event_id", msg.Header.Get(jetstream.MsgIDHeader)).Str("subject", msg.Subject).
 					Bytes("payload", msg.Data).Msg("publish")
 			}
+			pm := pending{seq: item.Seq, msg: msg, dead: msg.Subject == p.cfg.DeadLetter && isDeadLetter(msg)}
+			if item.Event != nil {
+				pm.committed = item.Event.Tx.CommitTime
+			}
 			if !p.cfg.Exclusive {
-				window.push(pending{seq: item.Seq, msg: msg, future: p.publish(msg)})
+				pm.future = p.publish(msg)
+				window.push(pm)
 				continue
 			}
-			pm := pending{seq: item.Seq, msg: msg, dead: msg.Subject == p.cfg.DeadLetter && isDeadLetter(msg)}
 			if order.admits(window.len(), pm) {
 				window.push(p.sendExclusive(&order, pm))
 			} else {
@@ -191,6 +203,11 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 			head := window.pop()
 			if ack.Duplicate {
 				p.log.Debug().Str("event_id", head.msg.Header.Get(jetstream.MsgIDHeader)).Msg("duplicate absorbed by JetStream")
+			}
+			if head.dead {
+				p.cfg.Observer.DeadLettered()
+			} else {
+				p.cfg.Observer.Published(head.committed, ack.Duplicate)
 			}
 			if p.cfg.Exclusive {
 				order.acked(head, ack, p.cfg.Stream, window.len() == 0)
@@ -213,6 +230,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 // any of them may already be stored, and an old expectation would be
 // wrong for it.
 func (p *Publisher) retry(ctx context.Context, window *queue, redo *[]pending, order *sequencer, cause error) error {
+	p.cfg.Observer.PublishFailed(failureReason(cause))
 	if !p.cfg.Exclusive {
 		return p.recover(ctx, window.items(), cause)
 	}
@@ -269,6 +287,7 @@ func (p *Publisher) recover(ctx context.Context, window []pending, cause error) 
 			p.log.Info().Int("attempts", attempt).Msg("publishing resumed")
 			return nil
 		case err := <-window[0].future.Err():
+			p.cfg.Observer.PublishFailed(failureReason(err))
 			p.log.Debug().Err(err).Int("attempt", attempt).Msg("republish failed")
 		}
 	}
