@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -37,6 +38,9 @@ type Stream struct {
 	// before it is acknowledged by JetStream and saved in the checkpoint.
 	// Nil until Start.
 	durable func() pglogrepl.LSN
+	// shownReceived and shownConfirmed publish received and the last flush
+	// position sent, for other goroutines (metrics) to read.
+	shownReceived, shownConfirmed atomic.Uint64
 }
 
 // Connect opens a replication connection (replication=database) and reads
@@ -128,9 +132,18 @@ func (s *Stream) Start(ctx context.Context, from pglogrepl.LSN, durable func() p
 		return classify(fmt.Sprintf("start replication on slot %q", s.cfg.Slot), err)
 	}
 	s.received = from
+	s.shownReceived.Store(uint64(from))
 	s.durable = durable
 	return nil
 }
+
+// Received is the end of the newest WAL data received. Unlike the other
+// methods, any goroutine may call it.
+func (s *Stream) Received() pglogrepl.LSN { return pglogrepl.LSN(s.shownReceived.Load()) }
+
+// Confirmed is the flush position last sent to the server (0 before the
+// first status update). Any goroutine may call it.
+func (s *Stream) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(s.shownConfirmed.Load()) }
 
 // pluginArgs are pgoutput's options for START_REPLICATION.
 func (s *Stream) pluginArgs(publication string) []string {
@@ -255,6 +268,7 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 			}
 			if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
 				s.received = end
+				s.shownReceived.Store(uint64(end))
 			}
 			// pgconn reuses its read buffer: keep a private copy.
 			return &Message{WALStart: xld.WALStart, ServerWALEnd: xld.ServerWALEnd, Data: bytes.Clone(xld.WALData)}, false, nil
@@ -289,6 +303,7 @@ func (s *Stream) sendStatus(replyRequested bool) error {
 	if err != nil {
 		return fmt.Errorf("send standby status update: %w", err)
 	}
+	s.shownConfirmed.Store(uint64(flush))
 	return nil
 }
 

@@ -394,6 +394,13 @@ func TestStreamAgainstPostgres(t *testing.T) {
 	if got := readSlot(t, conn, slot).confirmedFlush; got != l1 {
 		t.Fatalf("confirmed_flush_lsn %s, want durable %s (received up to past %s)", got, l1, l2)
 	}
+	// What other goroutines see of it, for metrics.
+	if got := stream.Confirmed(); got != l1 {
+		t.Errorf("Confirmed() = %s, want the durable %s last sent", got, l1)
+	}
+	if got := stream.Received(); got <= l1 {
+		t.Errorf("Received() = %s, want past %s (the second transaction was received)", got, l1)
+	}
 	w, ok := readWalsender(t, conn, slot)
 	if !ok || !w.hasFlush || w.flush != l1 || !w.hasWrite || w.write <= l2 {
 		t.Errorf("walsender: %s; want flush %s and write (received) past %s", w, l1, l2)

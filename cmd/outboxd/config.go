@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,7 @@ type runConfig struct {
 	SpoolDir        string
 	LogLevel        string
 	LogPayloads     bool
+	MetricsAddr     string
 
 	// NATS authentication and TLS; see resolveNATSAuth.
 	NATSContext  string
@@ -81,6 +84,7 @@ func defaultRunConfig() runConfig {
 		StandbyRetry:    2 * time.Second,
 		PGStreaming:     true,
 		LogLevel:        "info",
+		MetricsAddr:     "127.0.0.1:9187",
 	}
 }
 
@@ -116,6 +120,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit")
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port serving Prometheus /metrics, /healthz, /readyz and the status page at /; empty serves nothing")
 	fs.BoolVar(&c.LogPayloads, "log-payloads", c.LogPayloads, "log every published payload at debug level (needs --log-level debug; payloads may hold personal data)")
 }
 
@@ -176,10 +181,21 @@ func (c *runConfig) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s must be positive, e.g. 30s", c.ShutdownTimeout)
 	}
+	if c.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || !validPort(port) {
+			return fmt.Errorf("--metrics-addr %q is not host:port: use e.g. 127.0.0.1:9187, :9187, or \"\" to serve nothing", c.MetricsAddr)
+		}
+	}
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
 		return fmt.Errorf("--log-level %q is not a level: use debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// validPort reports whether p is a TCP port number (0 picks a free one).
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 // trackedString is a string flag that records whether it was set, from

@@ -70,6 +70,7 @@ func runDemo(ctx context.Context, out io.Writer, events int, logLevel string) er
 	cfg.NATSURL = ns.ClientURL()
 	cfg.CreateStream = true
 	cfg.LogLevel = logLevel
+	cfg.MetricsAddr = "" // a throwaway run: no port to clash with a real outboxd
 	if err := cfg.validate(); err != nil {
 		return err
 	}

@@ -144,6 +144,7 @@ func TestRunContractFlags(t *testing.T) {
 		{"subject", "OUTBOXD_SUBJECT", `"outbox.{aggregate_type}.{event_type}"`},
 		{"checkpoint", "OUTBOXD_CHECKPOINT", `"kv:outboxd"`},
 		{"create-stream", "OUTBOXD_CREATE_STREAM", ""},
+		{"metrics-addr", "OUTBOXD_METRICS_ADDR", `"127.0.0.1:9187"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
@@ -330,6 +331,12 @@ var badRunInput = []struct {
 		wantErr: []string{"--nats-url", `" , "`}},
 	{name: "nats-url bad second of a list", args: []string{"--nats-url", "nats://a:4222,nats://b :4222"},
 		wantErr: []string{"--nats-url", `"nats://a:4222,nats://b :4222"`}},
+	{name: "metrics-addr without a port", args: []string{"--metrics-addr", "127.0.0.1"},
+		wantErr: []string{"--metrics-addr", `"127.0.0.1"`, "host:port"}},
+	{name: "metrics-addr port out of range", args: []string{"--metrics-addr", ":99999"},
+		wantErr: []string{"--metrics-addr", `":99999"`, "host:port"}},
+	{name: "metrics-addr port not a number", env: map[string]string{"OUTBOXD_METRICS_ADDR": "localhost:metrics"},
+		wantErr: []string{"--metrics-addr", `"localhost:metrics"`}},
 	{name: "positional argument", args: []string{"extra"},
 		wantErr: []string{"extra"}},
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -71,24 +73,57 @@ func permanent(err error) bool {
 		errors.Is(err, decoder.ErrMalformed) || replication.Permanent(err)
 }
 
-// runRelay connects to NATS once and runs relay sessions until ctx is done.
-// A session that fails with a transient error (connection lost, server
-// restarting, slot held by another process) is retried with capped
-// exponential backoff; state changes are logged once, not every attempt.
+// runRelay serves the metrics address, connects to NATS once and runs
+// relay sessions until ctx is done. The metrics address keeps serving
+// while the last session drains, and stops after it.
 func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
-	nc, err := connectNATS(ctx, cfg, log)
+	obs, err := newObservability(cfg, log)
+	if err != nil {
+		return err
+	}
+	relayCtx, stopRelay := context.WithCancelCause(ctx)
+	defer stopRelay(nil)
+	tasksCtx, stopTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTasks()
+	var tasks errgroup.Group
+	for _, task := range obs.tasks {
+		tasks.Go(func() error {
+			err := task(tasksCtx)
+			if err != nil {
+				stopRelay(err)
+			}
+			return err
+		})
+	}
+	err = connectAndRelay(relayCtx, cfg, log, obs)
+	stopTasks()
+	return errors.Join(err, tasks.Wait())
+}
+
+// connectAndRelay connects to NATS once and runs relay sessions until ctx
+// is done. A session that fails with a transient error (connection lost,
+// server restarting, slot held by another process) is retried with capped
+// exponential backoff; state changes are logged once, not every attempt.
+func connectAndRelay(ctx context.Context, cfg runConfig, log zerolog.Logger, obs *observability) error {
+	nc, err := connectNATS(ctx, cfg, log, obs.metrics)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	obs.health.SetNATS(func() (bool, string) { return nc.IsConnected(), nc.Status().String() })
+	stopping := context.AfterFunc(ctx, func() { obs.health.Set(telemetry.Stopping, "asked to stop") })
+	defer stopping()
 
 	const minBackoff, maxBackoff = 200 * time.Millisecond, 10 * time.Second
 	backoff := minBackoff
 	var lastErr string
-	standingBy, warned := false, false
+	standingBy, warned, retrying := false, false, false
 	for {
+		if retrying {
+			obs.metrics.Reconnected(telemetry.TargetReplication)
+		}
 		started := time.Now()
-		err := runSession(ctx, cfg, nc, log, &warned)
+		err := runSession(ctx, cfg, nc, log, &warned, obs)
 		switch {
 		case err == nil:
 			log.Info().Msg("stopped")
@@ -105,9 +140,10 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 			if !standingBy {
 				log.Info().Str("slot", cfg.Slot).Dur("retry_every", cfg.StandbyRetry).
 					Msg("replication slot is active in another process (SQLSTATE 55006); standing by")
+				obs.health.Set(telemetry.Standby, fmt.Sprintf("replication slot %q is active in another process; retrying every %s", cfg.Slot, cfg.StandbyRetry))
 				standingBy, lastErr = true, ""
 			}
-			wait = cfg.StandbyRetry
+			wait, retrying = cfg.StandbyRetry, false
 		} else {
 			if time.Since(started) > time.Minute {
 				backoff = minBackoff // it ran for a while: this is a new outage
@@ -116,7 +152,8 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 				log.Warn().Err(err).Dur("retry_in", backoff).Msg("session interrupted; retrying")
 				lastErr = err.Error()
 			}
-			standingBy = false
+			obs.health.Set(telemetry.Retrying, err.Error())
+			standingBy, retrying = false, true
 			wait = backoff
 			backoff = min(backoff*2, maxBackoff)
 		}
@@ -128,7 +165,7 @@ func runRelay(ctx context.Context, cfg runConfig, log zerolog.Logger) error {
 	}
 }
 
-func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger) (*nats.Conn, error) {
+func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger, metrics *telemetry.Metrics) (*nats.Conn, error) {
 	log = log.With().Str("component", "nats").Logger()
 	auth, err := natsAuthOptions(cfg.natsAuth)
 	if err != nil {
@@ -151,6 +188,7 @@ func connectNATS(ctx context.Context, cfg runConfig, log zerolog.Logger) (*nats.
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			perms.reset()
+			metrics.Reconnected(telemetry.TargetNATS)
 			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
 		// A publish the user may not make is not answered by JetStream: the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -32,7 +33,7 @@ func newJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
 // the pipeline replication → decoder → sink → checkpoint until ctx is done
 // (a clean stop returns nil) or a stage fails. The stream's warnings are
 // logged by the first session only (warned), not on every reconnect.
-func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.Logger, warned *bool) error {
+func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.Logger, warned *bool, obs *observability) error {
 	js, err := newJetStream(nc)
 	if err != nil {
 		return err
@@ -106,6 +107,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	})
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
 		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
+		Observer: obs.metrics,
 	})
 	if err != nil {
 		return &fatalError{err}
@@ -117,10 +119,16 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Msg("streaming")
 
 	streaming = true
+	detach := obs.metrics.Attach(sessionProgress{stream: stream, tracker: tracker})
+	defer detach()
+	if ctx.Err() == nil {
+		obs.health.Set(telemetry.Streaming, "")
+	}
 	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publisher: publisher,
 		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	if cfg.Heartbeat > 0 {
-		p.heartbeat = &heartbeat{pgURL: cfg.PGURL, interval: cfg.Heartbeat, log: log.With().Str("component", "heartbeat").Logger()}
+		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
+			log: log.With().Str("component", "heartbeat").Logger()}}
 	}
 	return p.run(ctx)
 }

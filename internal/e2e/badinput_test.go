@@ -80,7 +80,7 @@ func TestStartupErrors(t *testing.T) {
 			name:    "stream missing and not allowed to create it",
 			migrate: true,
 			args: func(e *env) []string {
-				return []string{"run", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot}
+				return []string{"run", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot, "--metrics-addr", ""}
 			},
 			want: []string{`stream "OUTBOX" does not exist`, "--create-stream"},
 		},

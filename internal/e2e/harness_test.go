@@ -140,7 +140,7 @@ func (e *env) connect() *pgx.Conn {
 // args is the command line of `outboxd run` for this environment.
 func (e *env) args(extra ...string) []string {
 	return append([]string{"run", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot,
-		"--stream", streamName, "--create-stream", "--log-level", "debug"}, extra...)
+		"--stream", streamName, "--create-stream", "--log-level", "debug", "--metrics-addr", "127.0.0.1:0"}, extra...)
 }
 
 // proc is a running outboxd.

@@ -1,0 +1,229 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/outboxd/outboxd/sink"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var _ sink.Observer = (*Metrics)(nil)
+
+// fakeProgress is a session position set by the test.
+type fakeProgress struct{ received, confirmed, inFlight atomic.Int64 }
+
+func (p *fakeProgress) Received() pglogrepl.LSN  { return pglogrepl.LSN(p.received.Load()) }
+func (p *fakeProgress) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(p.confirmed.Load()) }
+func (p *fakeProgress) InFlight() int            { return int(p.inFlight.Load()) }
+
+// TestMetricsNamesFollowConventions runs Prometheus' own linter over
+// every metric outboxd registers.
+func TestMetricsNamesFollowConventions(t *testing.T) {
+	m := NewMetrics("OUTBOX")
+	NewHealth(m)
+	problems, err := testutil.GatherAndLint(m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestMetricsValues(t *testing.T) {
+	m := NewMetrics("OUTBOX")
+	committed := time.Now().Add(-50 * time.Millisecond)
+	for range 3 {
+		m.Published(committed, false)
+	}
+	m.Published(committed, true)
+	m.Published(time.Now().Add(time.Hour), false) // a skewed clock: latency 0
+	m.DeadLettered()
+	m.PublishFailed(sink.ReasonTimeout)
+	m.PublishFailed(sink.ReasonTimeout)
+	m.Reconnected(TargetNATS)
+	m.SetSlotWAL(1234, 5678)
+	p := &fakeProgress{}
+	p.received.Store(0x3000)
+	p.confirmed.Store(0x2000)
+	p.inFlight.Store(7)
+	detach := m.Attach(p)
+
+	want := `
+# HELP outboxd_events_published_total Events JetStream acknowledged (duplicates included), by stream.
+# TYPE outboxd_events_published_total counter
+outboxd_events_published_total{stream="OUTBOX"} 5
+# HELP outboxd_duplicates_total Acknowledgements JetStream reported as duplicates: a replayed event it already held (Nats-Msg-Id).
+# TYPE outboxd_duplicates_total counter
+outboxd_duplicates_total 1
+# HELP outboxd_dead_lettered_total Rows that could not be published and went to the --dead-letter subject (acknowledged).
+# TYPE outboxd_dead_lettered_total counter
+outboxd_dead_lettered_total 1
+# HELP outboxd_in_flight_messages Messages published but not yet acknowledged.
+# TYPE outboxd_in_flight_messages gauge
+outboxd_in_flight_messages 7
+# HELP outboxd_received_lsn_bytes WAL position received from PostgreSQL (end of the newest data), in bytes.
+# TYPE outboxd_received_lsn_bytes gauge
+outboxd_received_lsn_bytes 12288
+# HELP outboxd_confirmed_lsn_bytes WAL position last confirmed to PostgreSQL as flushed, in bytes.
+# TYPE outboxd_confirmed_lsn_bytes gauge
+outboxd_confirmed_lsn_bytes 8192
+# HELP outboxd_replication_lag_bytes pg_current_wal_lsn() minus the slot's confirmed_flush_lsn: WAL committed but not yet confirmed by outboxd.
+# TYPE outboxd_replication_lag_bytes gauge
+outboxd_replication_lag_bytes 1234
+# HELP outboxd_slot_retained_wal_bytes pg_current_wal_lsn() minus the slot's restart_lsn: WAL the server keeps for this slot.
+# TYPE outboxd_slot_retained_wal_bytes gauge
+outboxd_slot_retained_wal_bytes 5678
+`
+	names := []string{"outboxd_events_published_total", "outboxd_duplicates_total", "outboxd_dead_lettered_total",
+		"outboxd_in_flight_messages", "outboxd_received_lsn_bytes", "outboxd_confirmed_lsn_bytes",
+		"outboxd_replication_lag_bytes", "outboxd_slot_retained_wal_bytes"}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(m.publishErrors.WithLabelValues(sink.ReasonTimeout)); got != 2 {
+		t.Errorf("publish errors (timeout) = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.publishErrors.WithLabelValues(sink.ReasonNoResponders)); got != 0 {
+		t.Errorf("publish errors (no_responders) = %v, want 0", got)
+	}
+	if got := testutil.CollectAndCount(m.publishErrors); got != len(sink.Reasons) {
+		t.Errorf("publish error series: %d, want one per reason (%d) from the start", got, len(sink.Reasons))
+	}
+	if got := testutil.ToFloat64(m.reconnects.WithLabelValues(TargetNATS)); got != 1 {
+		t.Errorf("NATS reconnects = %v, want 1", got)
+	}
+
+	// The histogram: 5 observations, 4 of them at 50ms, one at 0.
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "outboxd_commit_to_ack_seconds" {
+			continue
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 5 || h.GetSampleSum() < 0.2 || h.GetSampleSum() > 5 {
+			t.Errorf("commit-to-ack histogram: count %d, sum %v; want 5 and about 0.2", h.GetSampleCount(), h.GetSampleSum())
+		}
+	}
+
+	// Detached, the last position stays on show; in flight drops to 0.
+	p.received.Store(0x4000)
+	detach()
+	p.received.Store(0x9000)
+	if got := gathered(t, m, "outboxd_received_lsn_bytes"); got != 0x4000 {
+		t.Errorf("received after detach = %v, want %v", got, 0x4000)
+	}
+	s := m.snapshot()
+	if s.InFlight != 0 || s.ReceivedLSN != "0/4000" || s.ConfirmedLSN != "0/2000" || s.Published != 5 || s.PublishErrors != 2 ||
+		s.Reconnects != 1 || s.LagBytes == nil || *s.LagBytes != 1234 {
+		t.Errorf("snapshot after detach: %+v", s)
+	}
+}
+
+// gathered is the value of the gauge name as the registry gathers it.
+func gathered(t *testing.T, m *Metrics, name string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// TestReadiness checks /healthz and /readyz and outboxd_standby and
+// outboxd_ready through a real HTTP server, in each state.
+func TestReadiness(t *testing.T) {
+	m := NewMetrics("OUTBOX")
+	h := NewHealth(m)
+	var natsUp atomic.Bool
+	natsUp.Store(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, Handler(h, nil)) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+
+	steps := []struct {
+		name      string
+		set       func()
+		code      int
+		body      string
+		standby   float64
+		ready float64
+	}{
+		{"starting", func() {}, 503, "not ready: starting", 0, 0},
+		{"streaming before NATS is known", func() { h.Set(Streaming, "") }, 503, "not ready: NATS: not connected yet", 0, 0},
+		{"streaming", func() {
+			h.SetNATS(func() (bool, string) { return natsUp.Load(), map[bool]string{true: "CONNECTED", false: "RECONNECTING"}[natsUp.Load()] })
+		}, 200, "ready: streaming; NATS connected", 0, 1},
+		{"NATS down", func() { natsUp.Store(false) }, 503, "not ready: NATS: not connected (RECONNECTING)", 0, 0},
+		{"standby", func() {
+			natsUp.Store(true)
+			h.Set(Standby, `replication slot "outboxd" is active in another process`)
+		}, 503, `not ready: standby: replication slot "outboxd" is active in another process`, 1, 0},
+		{"retrying", func() { h.Set(Retrying, "receive replication message: EOF") }, 503, "not ready: retrying: receive replication message: EOF", 0, 0},
+		{"streaming again", func() { h.Set(Streaming, "") }, 200, "ready: ", 0, 1},
+	}
+	for _, st := range steps {
+		st.set()
+		code, body := get(t, base+"/readyz")
+		if code != st.code || !strings.HasPrefix(body, st.body) {
+			t.Errorf("%s: /readyz = %d %q, want %d %q", st.name, code, body, st.code, st.body)
+		}
+		if got := testutil.ToFloat64(m.standby); got != st.standby {
+			t.Errorf("%s: outboxd_standby = %v, want %v", st.name, got, st.standby)
+		}
+		if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
+			t.Errorf("%s: /healthz = %d %q, want 200 ok", st.name, code, body)
+		}
+		code, body = get(t, base+"/metrics")
+		want := "outboxd_ready " + map[float64]string{0: "0", 1: "1"}[st.ready]
+		if code != 200 || !strings.Contains(body, want+"\n") {
+			t.Errorf("%s: /metrics = %d without %q", st.name, code, want)
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
