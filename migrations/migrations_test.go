@@ -28,7 +28,7 @@ func TestApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"0001_outbox.sql"}; !reflect.DeepEqual(applied, want) {
+	if want := []string{"0001_outbox.sql", "0002_outbox_emit.sql"}; !reflect.DeepEqual(applied, want) {
 		t.Fatalf("first Apply = %v, want %v", applied, want)
 	}
 	again, err := migrations.Apply(ctx, conn)
