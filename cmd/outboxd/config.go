@@ -18,6 +18,12 @@ import (
 	"github.com/outboxd/outboxd/sink"
 )
 
+// The --sink values.
+const (
+	sinkJetStream = "jetstream"
+	sinkNull      = "null" // benchmarks: acknowledge without publishing
+)
+
 // runConfig is every setting of `outboxd run`, parsed and checked.
 type runConfig struct {
 	PGURL           string
@@ -44,6 +50,9 @@ type runConfig struct {
 	LogLevel        string
 	LogPayloads     bool
 	MetricsAddr     string
+	// Benchmark-only, hidden from --help.
+	Sink       string
+	CPUProfile string
 
 	// NATS authentication and TLS; see resolveNATSAuth.
 	NATSContext  string
@@ -85,6 +94,7 @@ func defaultRunConfig() runConfig {
 		PGStreaming:     true,
 		LogLevel:        "info",
 		MetricsAddr:     "127.0.0.1:9187",
+		Sink:            sinkJetStream,
 	}
 }
 
@@ -122,6 +132,11 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port serving Prometheus /metrics, /healthz, /readyz and the status page at /; empty serves nothing")
 	fs.BoolVar(&c.LogPayloads, "log-payloads", c.LogPayloads, "log every published payload at debug level (needs --log-level debug; payloads may hold personal data)")
+	// Hidden: scripts/bench isolates decoding with a sink that publishes nothing, and profiles.
+	fs.StringVar(&c.Sink, "sink", c.Sink, "benchmarks only: jetstream, or null to acknowledge events without publishing them")
+	fs.StringVar(&c.CPUProfile, "cpu-profile", c.CPUProfile, "benchmarks only: write a pprof CPU profile of the run to this file")
+	_ = fs.MarkHidden("sink")
+	_ = fs.MarkHidden("cpu-profile")
 }
 
 // validate parses the settings that have a syntax and reports the first
@@ -185,6 +200,9 @@ func (c *runConfig) validate() error {
 		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || !validPort(port) {
 			return fmt.Errorf("--metrics-addr %q is not host:port: use e.g. 127.0.0.1:9187, :9187, or \"\" to serve nothing", c.MetricsAddr)
 		}
+	}
+	if c.Sink != sinkJetStream && c.Sink != sinkNull {
+		return fmt.Errorf("--sink %q is not a sink: use %s (or %s in benchmarks)", c.Sink, sinkJetStream, sinkNull)
 	}
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
 		return fmt.Errorf("--log-level %q is not a level: use debug, info, warn or error", c.LogLevel)

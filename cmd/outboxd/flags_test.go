@@ -109,6 +109,12 @@ func TestHelpShowsEnvAndDefaults(t *testing.T) {
 				if f.Name == "help" {
 					return
 				}
+				if f.Hidden {
+					if strings.Contains(help, "--"+f.Name+" ") {
+						t.Errorf("hidden --%s is listed in --help", f.Name)
+					}
+					return
+				}
 				n++
 				line := flagLine(t, help, f.Name)
 				if want := "(env " + envName(f.Name) + ")"; !strings.Contains(line, want) {
@@ -321,6 +327,8 @@ var badRunInput = []struct {
 		wantErr: []string{"--log-level", `"loud"`}},
 	{name: "log-level empty", args: []string{"--log-level", ""},
 		wantErr: []string{"--log-level", `""`}},
+	{name: "sink unknown", args: []string{"--sink", "kafka"},
+		wantErr: []string{"--sink", `"kafka"`, "jetstream"}},
 	{name: "stream empty", args: []string{"--stream", ""},
 		wantErr: []string{"--stream", "empty"}},
 	{name: "nats-url bad", args: []string{"--nats-url", "nats://bad host:4222"},

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -23,8 +25,33 @@ import (
 
 func newRunCommand() *cobra.Command {
 	return newRunCommandWith(func(ctx context.Context, cfg runConfig) error {
+		stopProfile, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 		return runRelay(ctx, cfg, newLogger(cfg.LogLevel))
 	})
+}
+
+// startCPUProfile starts a pprof CPU profile into path (none if empty)
+// and returns the function that stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, &fatalError{fmt.Errorf("--cpu-profile: %w", err)}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, &fatalError{fmt.Errorf("--cpu-profile %s: %w", path, err)}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // newRunCommandWith builds `outboxd run` around run, which gets the

@@ -105,10 +105,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Store: store, Tracker: tracker, Identity: start, Start: start.LSN,
 		Interval: cfg.CheckpointEvery, Logger: log,
 	})
-	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
-		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
-		Observer: obs.metrics,
-	})
+	publish, err := newSink(cfg, js, nc, tracker, obs.metrics, log)
 	if err != nil {
 		return &fatalError{err}
 	}
@@ -124,13 +121,31 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if ctx.Err() == nil {
 		obs.health.Set(telemetry.Streaming, "")
 	}
-	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publisher: publisher,
+	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish,
 		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	if cfg.Heartbeat > 0 {
 		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
 			log: log.With().Str("component", "heartbeat").Logger()}}
 	}
 	return p.run(ctx)
+}
+
+// newSink returns the Run of the sink --sink names, acknowledging to
+// tracker: the JetStream publisher, or the benchmark's null sink.
+func newSink(cfg runConfig, js jetstream.JetStream, nc *nats.Conn, tracker *checkpoint.Tracker,
+	observer sink.Observer, log zerolog.Logger) (func(context.Context, <-chan sink.Item) error, error) {
+	if cfg.Sink == sinkNull {
+		log.Warn().Msg("--sink null: events are acknowledged without being published (benchmarks only)")
+		return func(ctx context.Context, in <-chan sink.Item) error { return sink.Null{}.Run(ctx, in, tracker) }, nil
+	}
+	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
+		Observer: observer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, in <-chan sink.Item) error { return publisher.Run(ctx, in, tracker) }, nil
 }
 
 // preflight checks the database on a normal connection.
@@ -192,7 +207,7 @@ type pipeline struct {
 	stream          *replication.Stream
 	decoder         *decoder.Decoder
 	tracker         *checkpoint.Tracker
-	publisher       *sink.Publisher
+	publish         func(context.Context, <-chan sink.Item) error // the sink's Run, acking to tracker
 	checkpointer    *checkpoint.Checkpointer
 	skipBefore      pglogrepl.LSN
 	skipping        bool // the current transaction is before skipBefore
@@ -222,7 +237,7 @@ func (p *pipeline) run(ctx context.Context) error {
 	g.Go(func() error { return p.stream.Run(receiving, raw) })
 	g.Go(func() error { return p.decode(gctx, raw, items) })
 	g.Go(func() error {
-		if err := p.publisher.Run(gctx, items, p.tracker); err != nil {
+		if err := p.publish(gctx, items); err != nil {
 			return err
 		}
 		// Drained: everything received is acknowledged. Save it before
