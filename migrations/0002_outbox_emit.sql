@@ -64,7 +64,8 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'quote the value, e.g. {"Attempt": "3"}';
         END IF;
-        IF (hval #>> '{}') ~ '[[:cntrl:]]' THEN
+        -- The same rule as outboxd's: tabs pass, other control characters do not.
+        IF (hval #>> '{}') ~ '[\x01-\x08\x0a-\x1f\x7f]' THEN
             RAISE EXCEPTION 'outbox event: header % holds a control character', quote_literal(hkey)
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'header values must be printable: remove line breaks and tabs';

@@ -403,15 +403,8 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 		if len(kv.Key) >= 5 && strings.EqualFold(kv.Key[:5], "Nats-") {
 			continue
 		}
-		// The client refuses to send a message with such a key, and would
-		// refuse every republish of it too.
-		if !validHeaderKey(kv.Key) {
-			return nil, rowErr("headers", fmt.Sprintf("has header %q, which is not a valid NATS header name: use printable ASCII without spaces or any of %s", kv.Key, headerKeyForbidden))
-		}
-		// A CR or LF would end the header line and smuggle in another
-		// header; other control characters have no place there either.
-		if i := strings.IndexFunc(kv.Value, isControl); i >= 0 {
-			return nil, rowErr("headers", fmt.Sprintf("has header %q whose value holds the control character %q at byte %d: header values must be printable", kv.Key, kv.Value[i], i))
+		if err := CheckHeader(kv.Key, kv.Value); err != nil {
+			return nil, rowErr("headers", "has "+err.Error())
 		}
 		h[kv.Key] = []string{kv.Value}
 	}
@@ -429,6 +422,23 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 			size, len(ev.Payload), p.maxPayload))
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: ev.Payload}, nil
+}
+
+// CheckHeader reports why a message could not carry the header key: value,
+// or returns nil. The error reads "header "k" ...", naming the key and the
+// rule. Producers (package outbox) check with it before writing an event.
+func CheckHeader(key, value string) error {
+	// The client refuses to send a message with such a key, and would
+	// refuse every republish of it too.
+	if !validHeaderKey(key) {
+		return fmt.Errorf("header %q, which is not a valid NATS header name: use printable ASCII without spaces or any of %s", key, headerKeyForbidden)
+	}
+	// A CR or LF would end the header line and smuggle in another header;
+	// other control characters have no place there either.
+	if i := strings.IndexFunc(value, isControl); i >= 0 {
+		return fmt.Errorf("header %q whose value holds the control character %q at byte %d: header values must be printable", key, value[i], i)
+	}
+	return nil
 }
 
 // headerKeyForbidden are the printable ASCII characters the NATS client

@@ -1,0 +1,118 @@
+package outbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxd/outboxd/sink"
+)
+
+// Event is one event to emit.
+type Event struct {
+	// ID becomes the message's Nats-Msg-Id, which JetStream and consumers
+	// deduplicate by. The zero value means: generate a new one (UUID
+	// version 7, time-ordered, which keeps the table's primary key index
+	// compact).
+	ID uuid.UUID
+	// AggregateType names the kind of entity, e.g. "order". Required.
+	AggregateType string
+	// AggregateID identifies the entity, e.g. "42". Required.
+	AggregateID string
+	// EventType names what happened, e.g. "order.created". Required.
+	EventType string
+	// Payload is the message body: any JSON value, as text. Required.
+	Payload json.RawMessage
+	// Headers become message headers. Names must be valid NATS header
+	// names and may not start with "Nats-" (those steer JetStream); values
+	// may not hold control characters other than tab.
+	Headers map[string]string
+}
+
+// ErrInvalidEvent is matched (errors.Is) by every *EventError.
+var ErrInvalidEvent = errors.New("invalid outbox event")
+
+// EventError reports an event that was not written because outboxd could not
+// publish it as it is. Nothing of the call that returned it was written.
+type EventError struct {
+	// Index is the event's position in the batch (0 for Emit).
+	Index int
+	// Field is the Event field at fault, e.g. "EventType" or "Headers".
+	Field string
+	// Reason says what is wrong and how to fix it.
+	Reason string
+}
+
+// Error names the event, the field and the reason.
+func (e *EventError) Error() string {
+	return fmt.Sprintf("outbox event %d: %s %s", e.Index, e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidEvent) true.
+func (e *EventError) Is(target error) bool { return target == ErrInvalidEvent }
+
+// check returns an *EventError for the first problem of ev, or nil.
+func (ev *Event) check(index int) error {
+	bad := func(field, reason string) error { return &EventError{Index: index, Field: field, Reason: reason} }
+	for _, f := range [...]struct{ name, value string }{
+		{"AggregateType", ev.AggregateType}, {"AggregateID", ev.AggregateID}, {"EventType", ev.EventType},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return bad(f.name, "is empty: every event needs one")
+		}
+		// These values become the Outbox-Aggregate-Type, ... headers.
+		if i := strings.IndexFunc(f.value, unicode.IsControl); i >= 0 {
+			return bad(f.name, fmt.Sprintf("%q holds a control character at byte %d: remove line breaks and tabs", f.value, i))
+		}
+		if !utf8.ValidString(f.value) {
+			return bad(f.name, fmt.Sprintf("%q is not valid UTF-8", f.value))
+		}
+	}
+	if len(ev.Payload) == 0 {
+		return bad("Payload", "is empty: pass a JSON value, e.g. {} for an event without data")
+	}
+	if !utf8.Valid(ev.Payload) || !json.Valid(ev.Payload) {
+		return bad("Payload", "is not valid JSON (UTF-8 text)")
+	}
+	for key, value := range ev.Headers {
+		if len(key) >= 5 && strings.EqualFold(key[:5], "Nats-") {
+			return bad("Headers", fmt.Sprintf("has header %q, a name reserved for JetStream: outboxd sets Nats-Msg-Id from the event ID; use another name", key))
+		}
+		if err := sink.CheckHeader(key, value); err != nil {
+			return bad("Headers", "has "+err.Error())
+		}
+		if !utf8.ValidString(value) {
+			return bad("Headers", fmt.Sprintf("has header %q whose value is not valid UTF-8", key))
+		}
+	}
+	return nil
+}
+
+// headersValue is the headers column's value: NULL for no headers.
+func (ev *Event) headersValue() any {
+	if len(ev.Headers) == 0 {
+		return nil
+	}
+	return ev.Headers
+}
+
+// envelope is the logical message outboxd decodes in message mode (README,
+// "Logical-message mode").
+type envelope struct {
+	ID            uuid.UUID         `json:"id"`
+	AggregateType string            `json:"aggregate_type"`
+	AggregateID   string            `json:"aggregate_id"`
+	EventType     string            `json:"event_type"`
+	Payload       json.RawMessage   `json:"payload"`
+	Headers       map[string]string `json:"headers,omitempty"`
+}
+
+func (ev *Event) envelope() ([]byte, error) {
+	return json.Marshal(envelope{ID: ev.ID, AggregateType: ev.AggregateType, AggregateID: ev.AggregateID,
+		EventType: ev.EventType, Payload: ev.Payload, Headers: ev.Headers})
+}
