@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/internal/statuspage"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 )
@@ -46,8 +47,11 @@ func newObservability(cfg runConfig, log zerolog.Logger) (*observability, error)
 		Msg("serving metrics, health and the status page")
 	probe := pgPeriodic{pgURL: cfg.PGURL, interval: slotProbeInterval, what: "slot probe",
 		log: log.With().Str("component", "telemetry").Str("slot", cfg.Slot).Logger()}
+	history := statuspage.NewRecorder(o.health.Snapshot, statuspage.DefaultInterval, statuspage.DefaultWindow)
+	page := statuspage.Handler(o.health.Snapshot, history)
 	o.tasks = []func(context.Context) error{
-		func(ctx context.Context) error { return telemetry.Serve(ctx, ln, telemetry.Handler(o.health, nil)) },
+		func(ctx context.Context) error { return telemetry.Serve(ctx, ln, telemetry.Handler(o.health, page)) },
+		history.Run,
 		func(ctx context.Context) error {
 			return probe.run(ctx, func(ctx context.Context, conn *pgx.Conn) error { return o.probeSlot(ctx, conn, cfg.Slot) })
 		},
