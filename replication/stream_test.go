@@ -20,7 +20,8 @@ import (
 	"github.com/outboxd/outboxd/migrations"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain also fails the package when a test left a goroutine running.
+func TestMain(m *testing.M) { os.Exit(pgtest.MainLeakChecked(m)) }
 
 var outboxColumns = []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "created_at"}
 

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
@@ -238,17 +236,9 @@ func (s *trackedString) Set(v string) error {
 
 func (s *trackedString) Type() string { return "string" }
 
-// newLogger logs JSON to stderr, or a console format when stderr is a terminal.
-func newLogger(level string) zerolog.Logger {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil {
-		lvl = zerolog.InfoLevel
-	}
-	var log zerolog.Logger
-	if isatty.IsTerminal(os.Stderr.Fd()) {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
-	} else {
-		log = zerolog.New(os.Stderr)
-	}
-	return log.Level(lvl).With().Timestamp().Logger()
+// reloadLogLevel is where SIGHUP reads the log level from. Flags and
+// environment variables cannot change while the process runs, so without
+// a configuration file to re-read, the level stays what it was.
+func (c *runConfig) reloadLogLevel() (string, error) {
+	return c.LogLevel, nil
 }

@@ -47,7 +47,7 @@ print each one as JetStream acknowledges it. Everything is removed on exit.`,
 }
 
 func runDemo(ctx context.Context, out io.Writer, events int, logLevel string) error {
-	log := newLogger(logLevel)
+	log, _ := newLogger(logLevel)
 	fmt.Fprintln(out, "starting a private PostgreSQL (wal_level=logical) ...")
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {

@@ -30,7 +30,10 @@ func newRunCommand() *cobra.Command {
 			return err
 		}
 		defer stopProfile()
-		return runRelay(ctx, cfg, newLogger(cfg.LogLevel))
+		log, level := newLogger(cfg.LogLevel)
+		stop := reloadOnHangup(log, level, cfg.reloadLogLevel)
+		defer stop()
+		return runRelay(ctx, cfg, log)
 	})
 }
 

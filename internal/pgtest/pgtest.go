@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"github.com/outboxd/outboxd/internal/pgcluster"
 )
@@ -106,6 +107,19 @@ func Shared(t testing.TB) *Server {
 	}
 	shared.srv.logOnFailure(t)
 	return shared.srv
+}
+
+// MainLeakChecked is Main, and then fails the package when a test left a
+// goroutine running (go.uber.org/goleak).
+func MainLeakChecked(m *testing.M) int {
+	code := Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
 }
 
 // Main runs the tests and then stops the Shared server if one was started.

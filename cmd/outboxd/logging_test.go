@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestLevelSharedByDerivedLoggers: a logger derived with With() (as every
+// component's is) follows a change of the shared level.
+func TestLevelSharedByDerivedLoggers(t *testing.T) {
+	var out lockedBuffer
+	log, level := newLoggerTo(&out, "warn")
+	sink := log.With().Str("component", "sink").Logger()
+	sink.Info().Msg("hidden at warn")
+	level.set(zerolog.DebugLevel)
+	sink.Debug().Msg("shown at debug")
+	level.set(zerolog.ErrorLevel)
+	sink.Warn().Msg("hidden at error")
+	got := out.String()
+	if strings.Contains(got, "hidden") || !strings.Contains(got, "shown at debug") {
+		t.Errorf("log output:\n%s", got)
+	}
+}
+
+// TestHangupReloadsLogLevel sends the test process a real SIGHUP: the
+// level changes to what reload gives, a bad value or a failing reload
+// leaves it, and after stop SIGHUP is no longer caught by it.
+func TestHangupReloadsLogLevel(t *testing.T) {
+	var out lockedBuffer
+	log, level := newLoggerTo(&out, "info")
+	var mu sync.Mutex
+	next, nextErr := "debug", error(nil)
+	reloads := make(chan struct{}, 10)
+	stop := reloadOnHangup(log, level, func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		defer func() { reloads <- struct{}{} }()
+		return next, nextErr
+	})
+	defer stop()
+	hangup := func(value string, err error) {
+		t.Helper()
+		mu.Lock()
+		next, nextErr = value, err
+		mu.Unlock()
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-reloads:
+		case <-time.After(10 * time.Second):
+			t.Fatal("SIGHUP did not reload")
+		}
+	}
+
+	log.Debug().Msg("debug before")
+	hangup("debug", nil)
+	log.Debug().Msg("debug after")
+	if level.get() != zerolog.DebugLevel {
+		t.Errorf("level %s after SIGHUP with debug, want debug", level.get())
+	}
+	hangup("loud", nil)
+	hangup("", errors.New("config file: permission denied"))
+	if level.get() != zerolog.DebugLevel {
+		t.Errorf("level %s after bad reloads, want debug kept", level.get())
+	}
+	hangup("error", nil)
+	log.Warn().Msg("warn at error level")
+
+	got := out.String()
+	for _, want := range []string{"debug after", `"from":"info","to":"debug"`, `"value":"loud"`, "permission denied", `"from":"debug","to":"error"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"debug before", "warn at error level"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("log has %q:\n%s", unwanted, got)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/sink"
+)
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestRelayStopsEveryGoroutine runs the whole relay in-process against a
+// real PostgreSQL and NATS server, with the metrics server, status page
+// and slot probe, streams events, reads the metrics address, and stops it:
+// Run returns nil and no goroutine it started is left.
+func TestRelayStopsEveryGoroutine(t *testing.T) {
+	const events = 200
+	pg := pgtest.Shared(t)
+	dsn := pg.NewDatabase(t)
+	ns := natstest.Start(t)
+	js := ns.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := migrations.Apply(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultRunConfig()
+	cfg.PGURL, cfg.NATSURL, cfg.CreateStream = dsn, ns.URL(), true
+	cfg.MetricsAddr = freeAddr(t)
+	cfg.StatusInterval, cfg.ShutdownTimeout = 100*time.Millisecond, 10*time.Second
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", cfg.Slot) //nolint:errcheck
+	})
+	// The server starts goroutines for each stream it makes: make the
+	// stream and the checkpoint bucket now, so those are not counted as the
+	// relay's. The first request also starts this client's own reply
+	// subscription.
+	if _, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.template, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.NewKVStore(ctx, js, cfg.location.Bucket, cfg.Slot); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+	// Everything running now (servers, test connections) is not the relay's.
+	ignore := goleak.IgnoreCurrent()
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runRelay(relayCtx, cfg, zerolog.Nop()) }()
+
+	waitUntil(t, 30*time.Second, "the slot is active", func() bool {
+		var active bool
+		err := conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", cfg.Slot).Scan(&active)
+		return err == nil && active
+	})
+	for i := range events {
+		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES (gen_random_uuid(), 'order', $1, 'Created', '{}')`, fmt.Sprint(i%7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, time.Minute, fmt.Sprintf("%d events in the stream", events), func() bool {
+		s, err := js.Stream(ctx, cfg.Stream)
+		return err == nil && s.CachedInfo().State.Msgs == events
+	})
+	want := fmt.Sprintf(`outboxd_events_published_total{stream="OUTBOX"} %d`, events)
+	waitUntil(t, 10*time.Second, want, func() bool {
+		return strings.Contains(get(t, client, "http://"+cfg.MetricsAddr+"/metrics"), want)
+	})
+	if page := get(t, client, "http://"+cfg.MetricsAddr+"/"); !strings.Contains(page, "<canvas") {
+		t.Errorf("status page without a chart:\n%s", page)
+	}
+	get(t, client, "http://"+cfg.MetricsAddr+"/status.json")
+
+	stopRelay()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runRelay after stop = %v, want nil", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("runRelay did not return within a minute of the stop")
+	}
+	goleak.VerifyNone(t, ignore)
+}
+
+func get(t *testing.T, client *http.Client, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
