@@ -173,4 +173,3 @@ func checkChart(t *testing.T, dom, id string, minPoints int) (points int, maxV f
 	}
 	return points, maxV
 }
-

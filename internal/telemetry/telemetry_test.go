@@ -174,17 +174,19 @@ func TestReadiness(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 
 	steps := []struct {
-		name      string
-		set       func()
-		code      int
-		body      string
-		standby   float64
-		ready float64
+		name    string
+		set     func()
+		code    int
+		body    string
+		standby float64
+		ready   float64
 	}{
 		{"starting", func() {}, 503, "not ready: starting", 0, 0},
 		{"streaming before NATS is known", func() { h.Set(Streaming, "") }, 503, "not ready: NATS: not connected yet", 0, 0},
 		{"streaming", func() {
-			h.SetNATS(func() (bool, string) { return natsUp.Load(), map[bool]string{true: "CONNECTED", false: "RECONNECTING"}[natsUp.Load()] })
+			h.SetNATS(func() (bool, string) {
+				return natsUp.Load(), map[bool]string{true: "CONNECTED", false: "RECONNECTING"}[natsUp.Load()]
+			})
 		}, 200, "ready: streaming; NATS connected", 0, 1},
 		{"NATS down", func() { natsUp.Store(false) }, 503, "not ready: NATS: not connected (RECONNECTING)", 0, 0},
 		{"standby", func() {
