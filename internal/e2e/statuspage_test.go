@@ -3,7 +3,6 @@ package e2e
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/outboxd/outboxd/internal/browser"
 	"github.com/outboxd/outboxd/internal/checker"
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/statuspage"
 )
 
 // TestStatusPage streams real events through the binary while a load of
@@ -57,19 +57,18 @@ func TestStatusPage(t *testing.T) {
 	time.Sleep(3 * time.Second)
 
 	dom := browser.DumpDOM(t, base+"/", 3*time.Second)
-	if m := regexp.MustCompile(`<body[^>]* data-state="([a-z]+)"`).FindStringSubmatch(dom); m == nil || m[1] != "streaming" {
-		t.Errorf("page state %v, want streaming:\n%s", m, tail(dom, 40))
+	if state, _ := statuspage.ReadBody(dom, "state"); state != "streaming" {
+		t.Errorf("page state %q, want streaming:\n%s", state, tail(dom, 40))
 	}
-	m := regexp.MustCompile(`data-published="(\d+)"`).FindStringSubmatch(dom)
-	if m == nil || m[1] != strconv.Itoa(committed) {
-		t.Errorf("page shows published %v, want %d", m, committed)
+	if published, _ := statuspage.ReadBody(dom, "published"); published != strconv.Itoa(committed) {
+		t.Errorf("page shows published %q, want %d", published, committed)
 	}
 	seconds := int(load / time.Second)
-	points, maxRate := chartData(t, dom, "rate-chart")
+	points, maxRate := chartData(t, dom, statuspage.RateChart)
 	if points < seconds || maxRate <= 0 {
 		t.Errorf("rate chart drew %d points, maximum %v events/s; want at least %d points (one a second) above zero", points, maxRate, seconds)
 	}
-	lagPoints, _ := chartData(t, dom, "lag-chart")
+	lagPoints, _ := chartData(t, dom, statuspage.LagChart)
 	if lagPoints < seconds/2 {
 		t.Errorf("lag chart drew %d points, want at least %d (the probe reads every 2s)", lagPoints, seconds/2)
 	}
@@ -84,11 +83,9 @@ func TestStatusPage(t *testing.T) {
 // chartData reads what the page's canvas id says it drew.
 func chartData(t *testing.T, dom, id string) (points int, maxV float64) {
 	t.Helper()
-	m := regexp.MustCompile(`<canvas id="` + id + `" data-points="(\d+)" data-max="([0-9.e+]+)"`).FindStringSubmatch(dom)
-	if m == nil {
+	points, maxV, ok := statuspage.ReadChart(dom, id)
+	if !ok {
 		t.Fatalf("no canvas %s with data-points and data-max in the DOM:\n%s", id, tail(dom, 40))
 	}
-	points, _ = strconv.Atoi(m[1])
-	maxV, _ = strconv.ParseFloat(m[2], 64)
 	return points, maxV
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,9 +147,9 @@ func TestHandler(t *testing.T) {
 func TestPageInChromium(t *testing.T) {
 	base := servePage(t)
 	dom := browser.DumpDOM(t, base+"/", 3*time.Second)
-	checkChart(t, dom, "rate-chart", 800)
-	checkChart(t, dom, "lag-chart", 800)
-	if !strings.Contains(dom, `data-state="streaming"`) || !strings.Contains(dom, "0/3A1F2C8") {
+	checkChart(t, dom, RateChart, 800)
+	checkChart(t, dom, LagChart, 800)
+	if state, _ := ReadBody(dom, "state"); state != "streaming" || !strings.Contains(dom, "0/3A1F2C8") {
 		t.Errorf("the page does not show the state and position:\n%s", dom)
 	}
 	shot := filepath.Join(browser.ArtifactDir(t), "status-page-synthetic.png")
@@ -159,17 +158,14 @@ func TestPageInChromium(t *testing.T) {
 }
 
 // checkChart checks that the canvas id drew at least minPoints points
-// with a maximum above zero, as its data-points and data-max say.
-func checkChart(t *testing.T, dom, id string, minPoints int) (points int, maxV float64) {
+// with a maximum above zero.
+func checkChart(t *testing.T, dom, id string, minPoints int) {
 	t.Helper()
-	m := regexp.MustCompile(`<canvas id="` + id + `" data-points="(\d+)" data-max="([0-9.e+]+)"`).FindStringSubmatch(dom)
-	if m == nil {
+	points, maxV, ok := ReadChart(dom, id)
+	if !ok {
 		t.Fatalf("no canvas %s with data-points and data-max in the DOM:\n%s", id, dom)
 	}
-	points, _ = strconv.Atoi(m[1])
-	maxV, _ = strconv.ParseFloat(m[2], 64)
 	if points < minPoints || maxV <= 0 {
 		t.Errorf("%s drew %d points with maximum %v, want at least %d above zero", id, points, maxV, minPoints)
 	}
-	return points, maxV
 }
