@@ -137,9 +137,13 @@ func (s *Stream) Start(ctx context.Context, from pglogrepl.LSN, durable func() p
 	return nil
 }
 
-// Received is the end of the newest WAL data received. Unlike the other
-// methods, any goroutine may call it.
-func (s *Stream) Received() pglogrepl.LSN { return pglogrepl.LSN(s.shownReceived.Load()) }
+// Received is the end of the newest WAL data received, or the confirmed
+// position when that is later (an idle stream confirms the server's WAL end
+// from keepalives, past any data): the write position status updates
+// report. Unlike the other methods, any goroutine may call it.
+func (s *Stream) Received() pglogrepl.LSN {
+	return max(pglogrepl.LSN(s.shownReceived.Load()), pglogrepl.LSN(s.shownConfirmed.Load()))
+}
 
 // Confirmed is the flush position last sent to the server (0 before the
 // first status update). Any goroutine may call it.

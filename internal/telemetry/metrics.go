@@ -16,7 +16,8 @@ import (
 // and when the status page samples. Its methods must be safe to call from
 // any goroutine.
 type Progress interface {
-	// Received is the end of the newest WAL data received.
+	// Received is the write position reported to PostgreSQL: the newest
+	// WAL received, never behind Confirmed.
 	Received() pglogrepl.LSN
 	// Confirmed is the flush position last sent to PostgreSQL.
 	Confirmed() pglogrepl.LSN
@@ -92,7 +93,7 @@ func NewMetrics(stream string) *Metrics {
 		}
 		return 0
 	})
-	f.gaugeFunc("outboxd_received_lsn_bytes", "WAL position received from PostgreSQL (end of the newest data), in bytes.",
+	f.gaugeFunc("outboxd_received_lsn_bytes", "WAL position received from PostgreSQL (the write position reported to it), in bytes.",
 		func() float64 { return float64(m.received()) })
 	f.gaugeFunc("outboxd_confirmed_lsn_bytes", "WAL position last confirmed to PostgreSQL as flushed, in bytes.",
 		func() float64 { return float64(m.confirmed()) })

@@ -74,7 +74,7 @@ outboxd_dead_lettered_total 1
 # HELP outboxd_in_flight_messages Messages published but not yet acknowledged.
 # TYPE outboxd_in_flight_messages gauge
 outboxd_in_flight_messages 7
-# HELP outboxd_received_lsn_bytes WAL position received from PostgreSQL (end of the newest data), in bytes.
+# HELP outboxd_received_lsn_bytes WAL position received from PostgreSQL (the write position reported to it), in bytes.
 # TYPE outboxd_received_lsn_bytes gauge
 outboxd_received_lsn_bytes 12288
 # HELP outboxd_confirmed_lsn_bytes WAL position last confirmed to PostgreSQL as flushed, in bytes.
