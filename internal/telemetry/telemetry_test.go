@@ -229,3 +229,29 @@ func get(t *testing.T, url string) (int, string) {
 	}
 	return resp.StatusCode, string(body)
 }
+
+// TestObserverAllocatesNothing: the methods the publisher calls for every
+// event must not allocate (they run on its hot path).
+func TestObserverAllocatesNothing(t *testing.T) {
+	m := NewMetrics("OUTBOX")
+	committed := time.Now()
+	for name, f := range map[string]func(){
+		"Published":           func() { m.Published(committed, false) },
+		"Published duplicate": func() { m.Published(committed, true) },
+		"DeadLettered":        m.DeadLettered,
+	} {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s allocates %v times per call, want 0", name, n)
+		}
+	}
+}
+
+// BenchmarkPublished is the instrumentation's cost per published event.
+func BenchmarkPublished(b *testing.B) {
+	m := NewMetrics("OUTBOX")
+	committed := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Published(committed, false)
+	}
+}
