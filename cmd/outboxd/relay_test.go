@@ -140,3 +140,28 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMetricsAddrInUse: a --metrics-addr another process holds stops
+// outboxd at once, before it connects anywhere, naming the address and the
+// way out.
+func TestMetricsAddrInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := defaultRunConfig()
+	cfg.MetricsAddr = ln.Addr().String()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	err = runRelay(context.Background(), cfg, zerolog.Nop())
+	if err == nil || !permanent(err) {
+		t.Fatalf("runRelay = %v, want a permanent error", err)
+	}
+	for _, want := range []string{"--metrics-addr", cfg.MetricsAddr, "address already in use", `""`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
