@@ -205,6 +205,19 @@ func TestMetricsAndHealth(t *testing.T) {
 	if v, _ := metric(scrape(t, base), "outboxd_standby"); v != 0 {
 		t.Errorf("the active outboxd reports outboxd_standby %v, want 0", v)
 	}
+	// The status page's data says the same.
+	_, body := httpGet(t, standbyBase+"/status.json")
+	var page struct {
+		Now struct {
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+			Ready  bool   `json:"ready"`
+		} `json:"now"`
+	}
+	if err := json.Unmarshal([]byte(body), &page); err != nil || page.Now.State != "standby" || page.Now.Ready ||
+		!strings.Contains(page.Now.Reason, "active in another process") {
+		t.Errorf("standby's status.json: %+v (%v), want state standby, not ready, with the reason", page.Now, err)
+	}
 	standby.stopCleanly()
 
 	// NATS down: not ready, saying why; back: ready again, one reconnect.
