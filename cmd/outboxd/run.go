@@ -61,8 +61,7 @@ func startCPUProfile(path string) (func(), error) {
 // configuration after flags, environment and validation: tests pass their
 // own run to see what was parsed without connecting anywhere.
 func newRunCommandWith(run func(context.Context, runConfig) error) *cobra.Command {
-	cfg := defaultRunConfig()
-	cmd := &cobra.Command{
+	return withRunSettings(&cobra.Command{
 		Use:   "run",
 		Short: "Stream outbox rows to JetStream until SIGINT or SIGTERM",
 		Long: `Stream committed outbox rows to JetStream until SIGINT or SIGTERM. On a signal,
@@ -70,18 +69,10 @@ outboxd stops reading, waits for the acknowledgements in flight (at most
 --shutdown-timeout), saves the checkpoint, confirms it to PostgreSQL and exits 0.
 Connection losses are retried with backoff; errors that retrying cannot fix
 (configuration, missing objects, a row that cannot be published) exit 1.`,
-		Args:    cobra.NoArgs,
-		PreRunE: applyEnv,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
-			return run(cmd.Context(), cfg)
-		},
-	}
-	cfg.addFlags(cmd.Flags())
-	documentEnv(cmd.Flags())
-	return cmd
+		Args: cobra.NoArgs,
+	}, func(cmd *cobra.Command, cfg runConfig) error {
+		return run(cmd.Context(), cfg)
+	})
 }
 
 // fatalError marks a condition outboxd detects itself that retrying cannot fix.
