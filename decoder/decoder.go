@@ -57,6 +57,14 @@ type Config struct {
 	// (start replication with the pgoutput option messages 'true' to get
 	// them). Default false: they decode to None, unread.
 	Messages bool
+	// EnvelopePrefix, when set, is the prefix of the logical messages that
+	// carry an outbox event (message mode; outboxd's is "outbox"): each
+	// transactional one decodes to Kind Insert with the Event its Envelope
+	// describes, in its place in the transaction, whatever Messages says.
+	// A non-transactional one, or one whose content is not a valid
+	// Envelope, is a *RowError with Message set. Start replication with
+	// messages 'true'. Default "": no message is an event.
+	EnvelopePrefix string
 	// Spool enables pgoutput protocol version 2 with streaming of
 	// in-progress transactions (options proto_version '2', streaming 'on'):
 	// changes sent between Stream Start and Stream Stop go to the Spool's
@@ -80,7 +88,8 @@ const (
 	None Kind = iota
 	// Begin: a transaction starts; Change.Tx is set.
 	Begin
-	// Insert: an outbox row; Change.Event and Change.Tx are set.
+	// Insert: an outbox row, or a message carrying an event (with
+	// Config.EnvelopePrefix); Change.Event and Change.Tx are set.
 	Insert
 	// Commit: the transaction ends; Change.Tx and Change.EndLSN are set.
 	Commit
@@ -138,6 +147,7 @@ type Decoder struct {
 	table    string
 	columns  Columns
 	messages bool
+	envelope string // EnvelopePrefix
 	spool    *Spool
 
 	rels    map[uint32]*relation
@@ -181,6 +191,7 @@ func New(cfg Config) (*Decoder, error) {
 		table:    cfg.Table,
 		columns:  cfg.Columns,
 		messages: cfg.Messages,
+		envelope: cfg.EnvelopePrefix,
 		spool:    cfg.Spool,
 		rels:     make(map[uint32]*relation),
 	}, nil
@@ -261,10 +272,7 @@ func (d *Decoder) decodeV1(walStart pglogrepl.LSN, data []byte) (Change, error) 
 	case 'I':
 		return d.decodeInsert(walStart, body)
 	case 'M':
-		if d.messages {
-			return d.decodeMessage(body)
-		}
-		return Change{}, nil
+		return d.decodeMessage(body)
 	case 'O', 'Y', 'U', 'D', 'T', 'S', 'E', 'c', 'A':
 		// Origin, Type, Update, Delete and Truncate carry nothing outboxd
 		// publishes; stream messages reach here only without a Spool

@@ -40,6 +40,10 @@ func (e *SchemaError) Error() string {
 // headers are not a JSON object of strings, or created_at does not parse.
 // The row is still well-formed protocol; the caller decides whether to stop
 // or dead-letter it, but must not skip it silently.
+//
+// In message mode it also reports a logical message with the event prefix
+// that cannot become an event: its content is not a valid Envelope, or it
+// was emitted non-transactionally. Message is true then.
 type RowError struct {
 	// EventID is the row's id, or "" when the id itself is the problem.
 	EventID string
@@ -47,17 +51,33 @@ type RowError struct {
 	Xid uint32
 	// LSN is the WAL position of the Insert message.
 	LSN pglogrepl.LSN
-	// Column is the table column at fault.
+	// Column is the table column at fault; for a message, the envelope key
+	// at fault, or "" when the whole message is.
 	Column string
 	// Reason says what is wrong with the value.
 	Reason string
+	// Message is true when the event came in a logical decoding message
+	// (Xid is 0 for a non-transactional one, LSN is the message's).
+	Message bool
+	// Content is, for a message that is not a valid envelope, a copy of
+	// its content: it exists nowhere else once the position passes it, so
+	// a dead-letter message carries it.
+	Content []byte
 }
 
-// Error names the row id (or "unknown"), the xid, the LSN and the reason.
+// Error names the row (or message) id, or "unknown", the xid, the LSN and
+// the reason.
 func (e *RowError) Error() string {
 	id := "unknown"
 	if e.EventID != "" {
 		id = strconv.Quote(e.EventID)
 	}
-	return fmt.Sprintf("outbox row id %s (xid %d, lsn %s): column %q %s", id, e.Xid, e.LSN, e.Column, e.Reason)
+	what, part := "row", "column"
+	if e.Message {
+		what, part = "message", "envelope key"
+	}
+	if e.Column == "" {
+		return fmt.Sprintf("outbox %s id %s (xid %d, lsn %s): %s", what, id, e.Xid, e.LSN, e.Reason)
+	}
+	return fmt.Sprintf("outbox %s id %s (xid %d, lsn %s): %s %q %s", what, id, e.Xid, e.LSN, part, e.Column, e.Reason)
 }

@@ -49,8 +49,12 @@ type Event struct {
 	// strings) in the order sent; nil when the column is NULL, not mapped or
 	// an empty object.
 	Headers []Header
-	// CreatedAt is the created_at column, in UTC; zero when NULL or not mapped.
+	// CreatedAt is the created_at column, in UTC; zero when NULL or not
+	// mapped, and for an event from a logical message.
 	CreatedAt time.Time
+	// FromMessage is true for an event carried by a logical decoding
+	// message (an Envelope) rather than an outbox row.
+	FromMessage bool
 
 	row row
 }
@@ -58,7 +62,22 @@ type Event struct {
 // Column returns the text value of any column of the row by name, for subject
 // templates. ok is false when the table has no such column or its value is NULL
 // (or an unchanged TOAST value). Names are matched exactly, as pgoutput sends
-// them (unquoted, case-sensitive).
+// them (unquoted, case-sensitive). An event from a logical message has the
+// columns id, aggregate_type, aggregate_id and event_type: its envelope's
+// keys.
 func (e *Event) Column(name string) (value string, ok bool) {
+	if e.FromMessage {
+		switch name {
+		case "id":
+			return e.ID, true
+		case "aggregate_type":
+			return e.AggregateType, true
+		case "aggregate_id":
+			return e.AggregateID, true
+		case "event_type":
+			return e.EventType, true
+		}
+		return "", false
+	}
 	return e.row.get(name)
 }

@@ -2,15 +2,17 @@ package decoder
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
-var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in testdata/fuzz/FuzzDecode and testdata/fuzz/FuzzDecodeV2")
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in testdata/fuzz/FuzzDecode, FuzzDecodeV2 and FuzzEnvelope")
 
 // fuzzSeeds are built messages decoded after fuzzSetup: valid rows, rows
 // that fail, and every other message kind. Files under
@@ -19,32 +21,35 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in
 func fuzzSeeds() map[string][]byte {
 	byteaRow := rowWith(4, text(`\x7b7d`))
 	return map[string][]byte{
-		"insert":              insertMsg(outboxRelID, outboxRow()...),
-		"insert-nulls":        insertMsg(outboxRelID, append(rowWith(5, null)[:6:6], null)...),
-		"insert-null-id":      insertMsg(outboxRelID, rowWith(0, null)...),
-		"insert-unchanged":    insertMsg(outboxRelID, rowWith(6, unchanged)...),
-		"insert-binary":       insertMsg(outboxRelID, rowWith(2, binval("\x00\x00\x00\x2a"))...),
-		"insert-bad-headers":  insertMsg(outboxRelID, rowWith(5, text(`{"a": 1, "b": ["c"]}`))...),
-		"insert-offset-time":  insertMsg(outboxRelID, rowWith(6, text("2026-12-02 21:09:55+05:30:15"))...),
-		"insert-bytea-table":  insertMsg(outboxRelID+1, byteaRow...),
-		"insert-other":        insertMsg(otherRelID, otherRow()...),
-		"insert-unknown":      insertMsg(7, otherRow()...),
-		"relation-outbox":     outboxRelation(),
-		"relation-added":      relationMsg(outboxRelID, "public", "outbox", append(outboxCols(), col{name: "tenant", oid: oidText})...),
-		"relation-dropped":    relationMsg(outboxRelID, "public", "outbox", outboxCols()[1:]...),
-		"relation-other":      otherRelation(),
-		"begin":               testBegin(),
-		"commit":              testCommit(),
-		"origin":              originMsg(0x1000, "node_a"),
-		"type":                typeMsg(16500, "public", "mood"),
-		"update":              updateMsg(outboxRelID, outboxRow()...),
-		"delete":              deleteMsg(outboxRelID, text(testID)),
-		"truncate":            truncateMsg(outboxRelID),
-		"message":             logicalMsg(true, 0x1000, "outboxd", "hi"),
-		"message-nontx":       logicalMsg(false, 0x1000, "audit", "\x00\xff"),
-		"empty":               {},
-		"insert-huge-length":  msg{'I'}.u32(outboxRelID).u8('N').u16(7).u8('t').u32(0x7FFFFFFF),
-		"relation-huge-count": msg{'R'}.u32(outboxRelID).str("public").str("outbox").u8('d').u16(0xFFFF),
+		"insert":                 insertMsg(outboxRelID, outboxRow()...),
+		"insert-nulls":           insertMsg(outboxRelID, append(rowWith(5, null)[:6:6], null)...),
+		"insert-null-id":         insertMsg(outboxRelID, rowWith(0, null)...),
+		"insert-unchanged":       insertMsg(outboxRelID, rowWith(6, unchanged)...),
+		"insert-binary":          insertMsg(outboxRelID, rowWith(2, binval("\x00\x00\x00\x2a"))...),
+		"insert-bad-headers":     insertMsg(outboxRelID, rowWith(5, text(`{"a": 1, "b": ["c"]}`))...),
+		"insert-offset-time":     insertMsg(outboxRelID, rowWith(6, text("2026-12-02 21:09:55+05:30:15"))...),
+		"insert-bytea-table":     insertMsg(outboxRelID+1, byteaRow...),
+		"insert-other":           insertMsg(otherRelID, otherRow()...),
+		"insert-unknown":         insertMsg(7, otherRow()...),
+		"relation-outbox":        outboxRelation(),
+		"relation-added":         relationMsg(outboxRelID, "public", "outbox", append(outboxCols(), col{name: "tenant", oid: oidText})...),
+		"relation-dropped":       relationMsg(outboxRelID, "public", "outbox", outboxCols()[1:]...),
+		"relation-other":         otherRelation(),
+		"begin":                  testBegin(),
+		"commit":                 testCommit(),
+		"origin":                 originMsg(0x1000, "node_a"),
+		"type":                   typeMsg(16500, "public", "mood"),
+		"update":                 updateMsg(outboxRelID, outboxRow()...),
+		"delete":                 deleteMsg(outboxRelID, text(testID)),
+		"truncate":               truncateMsg(outboxRelID),
+		"message":                logicalMsg(true, 0x1000, "outboxd", "hi"),
+		"message-nontx":          logicalMsg(false, 0x1000, "audit", "\x00\xff"),
+		"message-envelope":       logicalMsg(true, 0x1000, "outbox", testEnvelope),
+		"message-bad-envelope":   logicalMsg(true, 0x1000, "outbox", `{"id": 1}`),
+		"message-envelope-nontx": logicalMsg(false, 0x1000, "outbox", testEnvelope),
+		"empty":                  {},
+		"insert-huge-length":     msg{'I'}.u32(outboxRelID).u8('N').u16(7).u8('t').u32(0x7FFFFFFF),
+		"relation-huge-count":    msg{'R'}.u32(outboxRelID).str("public").str("outbox").u8('d').u16(0xFFFF),
 	}
 }
 
@@ -60,6 +65,7 @@ func fuzzSetup(tb testing.TB) []*Decoder {
 		newDecoder(tb, Config{Table: "outbox_bin"},
 			relationMsg(outboxRelID+1, "public", "outbox_bin", byteaCols...), otherRelation(), testBegin()),
 		newDecoder(tb, Config{Messages: true}, outboxRelation(), otherRelation(), testBegin()),
+		newDecoder(tb, Config{EnvelopePrefix: "outbox"}, outboxRelation(), testBegin()),
 	}
 }
 
@@ -106,6 +112,14 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 	if ch.Event.ID == "" {
 		t.Fatal("Insert with an empty event id")
 	}
+	if ch.Event.FromMessage {
+		env := Envelope{ID: ch.Event.ID, AggregateType: ch.Event.AggregateType, AggregateID: ch.Event.AggregateID,
+			EventType: ch.Event.EventType, Payload: ch.Event.Payload}
+		if err := env.Validate(); err != nil {
+			t.Fatalf("event from an envelope that Validate refuses: %v", err)
+		}
+		return
+	}
 	for _, c := range ch.Event.row.rel.cols {
 		ch.Event.Column(c.name)
 	}
@@ -116,6 +130,70 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 func TestFuzzCorpus(t *testing.T) {
 	checkCorpus(t, "FuzzDecode", fuzzSeeds())
 	checkCorpus(t, "FuzzDecodeV2", fuzzSeedsV2())
+	checkCorpus(t, "FuzzEnvelope", envelopeSeeds())
+}
+
+// envelopeSeeds are message contents: valid envelopes, each kind of bad one.
+func envelopeSeeds() map[string][]byte {
+	return map[string][]byte{
+		"full":         []byte(testEnvelope),
+		"minimal":      []byte(`{"id":"x","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":null}`),
+		"escapes":      []byte(`{"id":"\u0078","aggregate_type":"caf\u00e9","aggregate_id":"1","event_type":"e","payload":"\n","headers":{"K":"\t"}}`),
+		"duplicate":    []byte(`{"id":"x","id":"y","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1}`),
+		"unknown-key":  []byte(`{"id":"x","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1,"extra":2}`),
+		"wrong-type":   []byte(`{"id":1,"aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1}`),
+		"bad-headers":  []byte(`{"id":"x","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1,"headers":{"a":[1]}}`),
+		"not-json":     []byte(`{"id":`),
+		"array":        []byte(`[{"id":"x"}]`),
+		"control-char": []byte(`{"id":"x\r\nNats-Msg-Id: y","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1}`),
+	}
+}
+
+// FuzzEnvelope: ParseEnvelope never panics; what it accepts passes
+// Validate, and marshals (as the outbox package does) to an envelope that
+// parses back to the same.
+func FuzzEnvelope(f *testing.F) {
+	for _, seed := range envelopeSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, content []byte) {
+		env, err := ParseEnvelope(content)
+		if err != nil {
+			var envErr *EnvelopeError
+			if !errors.As(err, &envErr) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		if err := env.Validate(); err != nil {
+			t.Fatalf("ParseEnvelope accepted %q, Validate refuses it: %v", content, err)
+		}
+		raw, err := json.Marshal(env)
+		if err != nil {
+			t.Fatalf("marshal %+v: %v", env, err)
+		}
+		again, err := ParseEnvelope(raw)
+		if err != nil {
+			t.Fatalf("%q parsed, its marshalled form %q does not: %v", content, raw, err)
+		}
+		if again.ID != env.ID || again.AggregateType != env.AggregateType || again.AggregateID != env.AggregateID ||
+			again.EventType != env.EventType || !reflect.DeepEqual(again.Headers, env.Headers) || !jsonEqual(t, again.Payload, env.Payload) {
+			t.Fatalf("%q parsed as %+v, its marshalled form as %+v", content, env, again)
+		}
+	})
+}
+
+// jsonEqual compares two JSON texts by value (Marshal compacts a payload).
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var va, vb any
+	if err := json.Unmarshal(a, &va); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &vb); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 func checkCorpus(t *testing.T, target string, seeds map[string][]byte) {

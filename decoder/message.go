@@ -1,6 +1,10 @@
 package decoder
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+
 	"github.com/jackc/pglogrepl"
 )
 
@@ -57,11 +61,53 @@ func (d *Decoder) decodeMessage(body []byte) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
+	if !d.wants(m) {
+		return Change{}, nil
+	}
+	if m.Transactional && !d.inTx {
+		return Change{}, malformed("transactional message with prefix %q outside a transaction", m.Prefix)
+	}
+	if d.carriesEvent(m) {
+		return d.messageEvent(m)
+	}
 	if !m.Transactional {
 		return Change{Kind: Message, Message: m}, nil
 	}
-	if !d.inTx {
-		return Change{}, malformed("transactional message with prefix %q outside a transaction", m.Prefix)
-	}
 	return Change{Kind: Message, Tx: d.tx, Message: m}, nil
+}
+
+// wants reports whether m decodes to anything but None.
+func (d *Decoder) wants(m *LogicalMessage) bool {
+	return d.messages || d.carriesEvent(m)
+}
+
+// carriesEvent reports whether m has the event prefix.
+func (d *Decoder) carriesEvent(m *LogicalMessage) bool {
+	return d.envelope != "" && m.Prefix == d.envelope
+}
+
+// messageEvent turns a message with the event prefix into an Insert, or a
+// *RowError when it cannot be published.
+func (d *Decoder) messageEvent(m *LogicalMessage) (Change, error) {
+	env, err := ParseEnvelope(m.Content)
+	rowErr := func(column, reason string) *RowError {
+		e := &RowError{EventID: env.ID, LSN: m.LSN, Column: column, Reason: reason, Message: true, Content: bytes.Clone(m.Content)}
+		if m.Transactional {
+			e.Xid = d.tx.Xid
+		}
+		return e
+	}
+	if !m.Transactional {
+		// Sent as soon as it is written, commit or not: publishing it
+		// could publish an event of a transaction that rolled back.
+		return Change{}, rowErr("", fmt.Sprintf("was emitted with transactional = false: it is sent even if its transaction rolls back, so outboxd does not publish it; emit it with pg_logical_emit_message(true, %q, ...) or outbox_emit_message(...)", d.envelope))
+	}
+	var envErr *EnvelopeError
+	if errors.As(err, &envErr) {
+		return Change{}, rowErr(envErr.Key, envErr.Reason)
+	}
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Kind: Insert, Tx: d.tx, Event: env.Event(d.tx, m.LSN)}, nil
 }

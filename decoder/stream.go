@@ -160,8 +160,10 @@ func (d *Decoder) decodeInStream(walStart pglogrepl.LSN, data []byte) (Change, e
 			return Change{}, err
 		}
 		switch {
-		case !d.messages:
+		case !d.wants(m):
 			return Change{}, nil
+		case !m.Transactional && d.carriesEvent(m):
+			return d.messageEvent(m)
 		case !m.Transactional:
 			// Not part of the transaction: it is due now. (pgoutput sends
 			// these outside stream segments; this is for safety only.)

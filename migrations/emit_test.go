@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/migrations"
 )
@@ -133,6 +134,10 @@ func TestOutboxEmitMessage(t *testing.T) {
 		}
 		if !reflect.DeepEqual(envelope, want[i]) {
 			t.Errorf("message %d = %v, want %v", i, envelope, want[i])
+		}
+		// outboxd's decoder accepts what the function writes.
+		if env, err := decoder.ParseEnvelope([]byte(content)); err != nil || env.ID != want[i]["id"] {
+			t.Errorf("message %d %s: ParseEnvelope = %+v, %v; want id %v", i, content, env, err, want[i]["id"])
 		}
 	}
 }

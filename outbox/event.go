@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/sink"
 )
 
@@ -56,28 +55,18 @@ func (e *EventError) Error() string {
 // Is makes errors.Is(err, ErrInvalidEvent) true.
 func (e *EventError) Is(target error) bool { return target == ErrInvalidEvent }
 
-// check returns an *EventError for the first problem of ev, or nil.
+// check returns an *EventError for the first problem of ev (whose ID is
+// set), or nil. The envelope's rules are those outboxd applies to every
+// event, row or message (one definition, in package decoder); the header
+// rules are the sink's.
 func (ev *Event) check(index int) error {
 	bad := func(field, reason string) error { return &EventError{Index: index, Field: field, Reason: reason} }
-	for _, f := range [...]struct{ name, value string }{
-		{"AggregateType", ev.AggregateType}, {"AggregateID", ev.AggregateID}, {"EventType", ev.EventType},
-	} {
-		if strings.TrimSpace(f.value) == "" {
-			return bad(f.name, "is empty: every event needs one")
-		}
-		// These values become the Outbox-Aggregate-Type, ... headers.
-		if i := strings.IndexFunc(f.value, unicode.IsControl); i >= 0 {
-			return bad(f.name, fmt.Sprintf("%q holds a control character at byte %d: remove line breaks and tabs", f.value, i))
-		}
-		if !utf8.ValidString(f.value) {
-			return bad(f.name, fmt.Sprintf("%q is not valid UTF-8", f.value))
-		}
-	}
-	if len(ev.Payload) == 0 {
-		return bad("Payload", "is empty: pass a JSON value, e.g. {} for an event without data")
-	}
-	if !utf8.Valid(ev.Payload) || !json.Valid(ev.Payload) {
-		return bad("Payload", "is not valid JSON (UTF-8 text)")
+	env := ev.asEnvelope()
+	var envErr *decoder.EnvelopeError
+	if err := env.Validate(); errors.As(err, &envErr) {
+		return bad(eventField[envErr.Key], envErr.Reason)
+	} else if err != nil {
+		return bad("Payload", err.Error())
 	}
 	for key, value := range ev.Headers {
 		if len(key) >= 5 && strings.EqualFold(key[:5], "Nats-") {
@@ -86,11 +75,19 @@ func (ev *Event) check(index int) error {
 		if err := sink.CheckHeader(key, value); err != nil {
 			return bad("Headers", "has "+err.Error())
 		}
-		if !utf8.ValidString(value) {
-			return bad("Headers", fmt.Sprintf("has header %q whose value is not valid UTF-8", key))
-		}
 	}
 	return nil
+}
+
+// eventField maps an envelope key to the Event field it comes from.
+var eventField = map[string]string{
+	"id": "ID", "aggregate_type": "AggregateType", "aggregate_id": "AggregateID", "event_type": "EventType",
+	"payload": "Payload", "headers": "Headers",
+}
+
+func (ev *Event) asEnvelope() decoder.Envelope {
+	return decoder.Envelope{ID: ev.ID.String(), AggregateType: ev.AggregateType, AggregateID: ev.AggregateID,
+		EventType: ev.EventType, Payload: ev.Payload, Headers: ev.Headers}
 }
 
 // headersValue is the headers column's value: NULL for no headers.
@@ -101,18 +98,8 @@ func (ev *Event) headersValue() any {
 	return ev.Headers
 }
 
-// envelope is the logical message outboxd decodes in message mode (README,
-// "Logical-message mode").
-type envelope struct {
-	ID            uuid.UUID         `json:"id"`
-	AggregateType string            `json:"aggregate_type"`
-	AggregateID   string            `json:"aggregate_id"`
-	EventType     string            `json:"event_type"`
-	Payload       json.RawMessage   `json:"payload"`
-	Headers       map[string]string `json:"headers,omitempty"`
-}
-
+// envelope is the content of the logical message outboxd decodes in
+// message mode (README, "Logical-message mode").
 func (ev *Event) envelope() ([]byte, error) {
-	return json.Marshal(envelope{ID: ev.ID, AggregateType: ev.AggregateType, AggregateID: ev.AggregateID,
-		EventType: ev.EventType, Payload: ev.Payload, Headers: ev.Headers})
+	return json.Marshal(ev.asEnvelope())
 }

@@ -100,15 +100,15 @@ func (w *Writer) EmitBatch(ctx context.Context, tx pgx.Tx, events []Event) ([]uu
 	ids := make([]uuid.UUID, len(events))
 	for i := range events {
 		ev := &events[i]
-		if err := ev.check(i); err != nil {
-			return nil, err
-		}
 		if ev.ID == uuid.Nil {
 			id, err := uuid.NewV7()
 			if err != nil {
 				return nil, fmt.Errorf("outbox: generate event id: %w", err)
 			}
 			ev.ID = id
+		}
+		if err := ev.check(i); err != nil {
+			return nil, err
 		}
 		ids[i] = ev.ID
 	}

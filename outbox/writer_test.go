@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/outbox"
@@ -174,8 +176,20 @@ func TestEmitMessages(t *testing.T) {
 		`{"id":"` + ids[1].String() + `","aggregate_type":"order","aggregate_id":"2","event_type":"order.created","payload":null}`,
 		`{"id":"` + ids[2].String() + `","aggregate_type":"order","aggregate_id":"3","event_type":"order.created","payload":[1]}`,
 	}
-	if got := peek(); !reflect.DeepEqual(got, want) {
+	got := peek()
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("messages =\n%q\nwant\n%q", got, want)
+	}
+	// outboxd's decoder accepts each as the event emitted.
+	for i, content := range got {
+		env, err := decoder.ParseEnvelope([]byte(content))
+		if err != nil {
+			t.Errorf("message %d %s: outboxd refuses it: %v", i, content, err)
+			continue
+		}
+		if env.ID != ids[i].String() || env.AggregateID != strconv.Itoa(i+1) {
+			t.Errorf("message %d parses as %+v, want id %s, aggregate %d", i, env, ids[i], i+1)
+		}
 	}
 }
 
