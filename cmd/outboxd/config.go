@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
@@ -66,6 +67,10 @@ type runConfig struct {
 	// natsURLSet reports that --nats-url was given (flag or environment),
 	// so it wins over the URL of a --nats-context.
 	natsURLSet bool
+
+	// levelFromFile re-reads the log level from the config file, or is nil
+	// when there is no file or a flag or the environment sets the level.
+	levelFromFile func() (string, error)
 
 	// Parsed forms, set by validate.
 	natsAuth natsAuth
@@ -144,6 +149,10 @@ func (c *runConfig) validate() error {
 	if err := c.resolveNATSAuth(); err != nil {
 		return err
 	}
+	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
+		// pgconn's message quotes the URL with its password masked.
+		return fmt.Errorf("--pg-url: %v: use postgres://user@host:5432/dbname (or key=value pairs: host=... dbname=...)", err)
+	}
 	// A list as nats.Connect reads it: comma-separated, spaces around each
 	// URL allowed, empty entries skipped.
 	urls := 0
@@ -215,8 +224,9 @@ func validPort(p string) bool {
 }
 
 // trackedString is a string flag that records whether it was set, from
-// the command line or from its environment variable (applyEnv sets the
-// Value directly, which pflag's Changed does not see).
+// the command line, its environment variable or the config file
+// (applySettings sets the Value directly, which pflag's Changed does not
+// see).
 type trackedString struct {
 	value *string
 	set   *bool
@@ -236,9 +246,12 @@ func (s *trackedString) Set(v string) error {
 
 func (s *trackedString) Type() string { return "string" }
 
-// reloadLogLevel is where SIGHUP reads the log level from. Flags and
-// environment variables cannot change while the process runs, so without
-// a configuration file to re-read, the level stays what it was.
+// reloadLogLevel is where SIGHUP reads the log level from: the config
+// file again, unless a flag or environment variable set the level (those
+// cannot change while the process runs, so the level stays).
 func (c *runConfig) reloadLogLevel() (string, error) {
-	return c.LogLevel, nil
+	if c.levelFromFile == nil {
+		return c.LogLevel, nil
+	}
+	return c.levelFromFile()
 }

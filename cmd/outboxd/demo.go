@@ -32,7 +32,7 @@ and a free port; needs the PostgreSQL server binaries) and an embedded NATS serv
 with JetStream, migrate, write sample outbox events, stream them with outboxd and
 print each one as JetStream acknowledges it. Everything is removed on exit.`,
 		Args:    cobra.NoArgs,
-		PreRunE: applyEnv,
+		PreRunE: applySettings,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if events < 1 || events > 1_000_000 {
 				return fmt.Errorf("--events %d is out of range: use 1 to 1000000", events)
@@ -42,6 +42,7 @@ print each one as JetStream acknowledges it. Everything is removed on exit.`,
 	}
 	cmd.Flags().IntVar(&events, "events", events, "how many sample events to write")
 	cmd.Flags().StringVar(&logLevel, "log-level", logLevel, "outboxd's log level during the demo")
+	addConfigFlag(cmd.Flags())
 	documentEnv(cmd.Flags())
 	return cmd
 }

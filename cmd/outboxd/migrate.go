@@ -28,7 +28,7 @@ sends only a hash), and allow the role replication connections in
 pg_hba.conf. The migrating user must be allowed to create roles (superuser,
 or CREATEROLE with REPLICATION) and to grant on the table (its owner).`,
 		Args:    cobra.NoArgs,
-		PreRunE: applyEnv,
+		PreRunE: applySettings,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			conn, err := pgx.Connect(cmd.Context(), pgURL)
 			if err != nil {
@@ -61,6 +61,7 @@ or CREATEROLE with REPLICATION) and to grant on the table (its owner).`,
 	cmd.Flags().StringVar(&pgURL, "pg-url", pgURL, "PostgreSQL URL of the database to migrate")
 	cmd.Flags().StringVar(&role.Name, "role", "", "create or update this least-privileged role for outboxd run (LOGIN REPLICATION, SELECT on public.outbox)")
 	cmd.Flags().StringVar(&role.Password, "role-password", "", "set this password (or SCRAM verifier) on --role; default: leave the password to the operator")
+	addConfigFlag(cmd.Flags())
 	documentEnv(cmd.Flags())
 	return cmd
 }

@@ -5,20 +5,22 @@ import (
 )
 
 // withRunSettings gives cmd every setting of `outboxd run` (flags,
-// environment variables, validation) and calls run with them parsed. The
+// environment variables, config file, validation) and calls run with them parsed. The
 // commands that inspect or repair what a relay uses (status, slot) take
 // them too, so one set of flags or variables points them all at the same
 // database, slot, stream and checkpoint.
 func withRunSettings(cmd *cobra.Command, run func(cmd *cobra.Command, cfg runConfig) error) *cobra.Command {
 	cfg := defaultRunConfig()
-	cmd.PreRunE = applyEnv
+	cmd.PreRunE = applySettings
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.validate(); err != nil {
-			return err
+			return withSource(cmd.Flags(), err)
 		}
+		cfg.levelFromFile = fileLogLevel(cmd)
 		return run(cmd, cfg)
 	}
 	cfg.addFlags(cmd.Flags())
+	addConfigFlag(cmd.Flags())
 	documentEnv(cmd.Flags())
 	return cmd
 }

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// configFlag names the YAML file of settings. Its own value comes from the
+// command line or OUTBOXD_CONFIG, never from a file.
+const configFlag = "config"
+
+// Where a setting's value came from, highest precedence first.
+const (
+	sourceFlag    = "flag"
+	sourceEnv     = "env"
+	sourceFile    = "file"
+	sourceDefault = "default"
+)
+
+// sourceAnnotation is the pflag annotation applySettings records each
+// flag's source under, so that `outboxd config` and error messages can
+// say where a value came from without state outside the command.
+const sourceAnnotation = "outboxd/source"
+
+// addConfigFlag adds --config to fs.
+func addConfigFlag(fs *pflag.FlagSet) {
+	fs.String(configFlag, "", "YAML file of settings: each key is a flag name without the dashes (pg-url: postgres://..., max-in-flight: 512); flags and environment variables win over it")
+}
+
+// applySettings sets every flag not given on the command line from its
+// environment variable or, failing that, from its key in the --config
+// file, so flag > environment > file > default. It records each flag's
+// source. Bad values are all reported, each naming the variable or the
+// file and key, the value and what is accepted.
+func applySettings(cmd *cobra.Command, _ []string) error {
+	fs := cmd.Flags()
+	path, err := configPath(fs)
+	if err != nil {
+		return err
+	}
+	fileValues, err := readConfigFile(path, knownKeys(cmd.Root()))
+	if err != nil {
+		return err
+	}
+	var errs []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" || f.Name == configFlag {
+			return
+		}
+		envValue, inEnv := os.LookupEnv(envName(f.Name))
+		fileValue, inFile := fileValues[f.Name]
+		switch {
+		case f.Changed:
+			setSource(f, sourceFlag)
+		case inEnv:
+			setSource(f, sourceEnv)
+			if err := f.Value.Set(envValue); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q is not a valid --%s: %s", envName(f.Name), envValue, f.Name, accepted(f, err)))
+			}
+		case inFile:
+			setSource(f, sourceFile)
+			if err := f.Value.Set(fileValue); err != nil {
+				errs = append(errs, fmt.Sprintf("config file %s: key %q: %q is not valid: %s", path, f.Name, fileValue, accepted(f, err)))
+			}
+		default:
+			setSource(f, sourceDefault)
+		}
+	})
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// configPath is the --config file's path (or OUTBOXD_CONFIG's), "" for none.
+func configPath(fs *pflag.FlagSet) (string, error) {
+	f := fs.Lookup(configFlag)
+	if f == nil {
+		return "", nil // a command that takes no file
+	}
+	if f.Changed {
+		setSource(f, sourceFlag)
+		return f.Value.String(), nil
+	}
+	if v, ok := os.LookupEnv(envName(configFlag)); ok {
+		setSource(f, sourceEnv)
+		return v, f.Value.Set(v)
+	}
+	setSource(f, sourceDefault)
+	return "", nil
+}
+
+// readConfigFile reads the YAML file at path (none if "") into the text of
+// each value, as a flag would take it. A key that is no flag of any
+// command is an error that suggests the nearest one: a misspelt key
+// silently ignored is a setting silently at its default.
+func readConfigFile(path string, known []string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if st, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("--config %q does not exist: give the path of a YAML file of settings", path)
+		}
+		return nil, fmt.Errorf("--config %q: %w", path, err)
+	} else if st.IsDir() {
+		return nil, fmt.Errorf("--config %q is a folder: give the path of a YAML file of settings", path)
+	}
+	k := koanf.New(".")
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config file %s is not a YAML mapping of settings: %v", path, err)
+	}
+	values := map[string]string{}
+	keys := k.Keys()
+	sort.Strings(keys)
+	for _, key := range keys {
+		if key == configFlag {
+			return nil, fmt.Errorf("config file %s: key %q: a config file cannot name another; give one --config", path, key)
+		}
+		if !slices.Contains(known, key) {
+			hint := "the keys are the flag names of `outboxd run --help` without the dashes"
+			if near := nearest(key, known); near != "" {
+				hint = fmt.Sprintf("did you mean %q? (%s)", near, hint)
+			}
+			return nil, fmt.Errorf("config file %s: unknown key %q: %s", path, key, hint)
+		}
+		text, err := scalarText(k.Get(key))
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: key %q: %v", path, key, err)
+		}
+		values[key] = text
+	}
+	return values, nil
+}
+
+// scalarText is a YAML scalar as the text a flag parses. YAML reads 512 as
+// a number and "512" as a string; a flag takes either.
+func scalarText(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case int:
+		return strconv.Itoa(v), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case uint64:
+		return strconv.FormatUint(v, 10), nil
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case time.Time:
+		return "", fmt.Errorf("%s is a timestamp, not a setting: quote it if it is meant as text", v.Format(time.RFC3339))
+	case nil:
+		return "", errors.New("has no value: give one, or remove the key to use the default (\"\" for an empty text)")
+	case []any:
+		return "", fmt.Errorf("is a list (%d items): give one value (a comma-separated text where a flag takes several)", len(v))
+	}
+	return "", fmt.Errorf("is a %T: give a single text, number or true/false", v)
+}
+
+// accepted explains what flag f accepts, after err from its Set.
+func accepted(f *pflag.Flag, err error) string {
+	switch f.Value.Type() {
+	case "duration":
+		return "use a number with a unit, e.g. 500ms, 30s or 5m"
+	case "int":
+		return "use a whole number"
+	case "bool":
+		return "use true or false"
+	}
+	return err.Error()
+}
+
+func setSource(f *pflag.Flag, source string) {
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[sourceAnnotation] = []string{source}
+}
+
+// sourceOf is where applySettings took f's value from.
+func sourceOf(f *pflag.Flag) string {
+	if s := f.Annotations[sourceAnnotation]; len(s) == 1 {
+		return s[0]
+	}
+	if f.Changed {
+		return sourceFlag
+	}
+	return sourceDefault
+}
+
+// knownKeys is every flag name of every command under root: one config
+// file may serve run, migrate and the rest, each reading its own keys.
+func knownKeys(root *cobra.Command) []string {
+	seen := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name != "help" && f.Name != configFlag {
+				seen[f.Name] = true
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// nearest is the known key closest to key in edit distance, if it is close
+// enough to be a likely typo ("" otherwise).
+func nearest(key string, known []string) string {
+	best, bestDist := "", max(2, len(key)/3)+1
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, with '.' and
+// '_' counted as '-' so nats.url and nats_url find nats-url.
+func editDistance(a, b string) int {
+	norm := strings.NewReplacer(".", "-", "_", "-")
+	ra, rb := []rune(norm.Replace(a)), []rune(b)
+	prev := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur := make([]int, len(rb)+1)
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(rb)]
+}
+
+// fileLogLevel returns what re-reads the log level from the --config file
+// for SIGHUP, or nil when there is no file or a flag or environment
+// variable sets the level. A key removed from the file means the default.
+func fileLogLevel(cmd *cobra.Command) func() (string, error) {
+	path, level := cmd.Flags().Lookup(configFlag), cmd.Flags().Lookup("log-level")
+	if path == nil || level == nil || path.Value.String() == "" {
+		return nil
+	}
+	if s := sourceOf(level); s != sourceFile && s != sourceDefault {
+		return nil
+	}
+	file, known := path.Value.String(), knownKeys(cmd.Root())
+	return func() (string, error) {
+		values, err := readConfigFile(file, known)
+		if err != nil {
+			return "", err
+		}
+		if v, ok := values[level.Name]; ok {
+			return v, nil
+		}
+		return level.DefValue, nil
+	}
+}
+
+// flagInErrorRe finds the flag a validation error is about: its messages
+// start with the flag's name ("--max-in-flight 0 is out of range ...").
+var flagInErrorRe = regexp.MustCompile(`^--([a-z0-9-]+)`)
+
+// withSource adds to a validation error where the bad value came from
+// when that was not the command line: the environment variable, or the
+// key and the config file. The flag's name alone would send the reader
+// looking for a flag that was never typed.
+func withSource(fs *pflag.FlagSet, err error) error {
+	if err == nil {
+		return nil
+	}
+	m := flagInErrorRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	f := fs.Lookup(m[1])
+	if f == nil {
+		return err
+	}
+	switch sourceOf(f) {
+	case sourceEnv:
+		return fmt.Errorf("%w (set by %s)", err, envName(f.Name))
+	case sourceFile:
+		return fmt.Errorf("%w (set by key %q in config file %s)", err, f.Name, fs.Lookup(configFlag).Value.String())
+	}
+	return err
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeConfig writes a YAML config file for the test and returns its path.
+func writeConfig(t testing.TB, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "outboxd.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestConfigFilePrecedence sets four settings at four depths: each is
+// taken from the highest level that has it (flag > env > file > default).
+func TestConfigFilePrecedence(t *testing.T) {
+	path := writeConfig(t, `
+slot: file_slot
+publication: file_pub
+table: file.outbox
+max-in-flight: 512
+shutdown-timeout: 5s
+create-stream: true
+`)
+	env := map[string]string{"OUTBOXD_PUBLICATION": "env_pub", "OUTBOXD_TABLE": "env.outbox"}
+	args := []string{"--config", path, "--table", "flag.outbox"}
+	cfg, err := parseRun(t, args, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"stream (default)", cfg.Stream, "OUTBOX"},
+		{"slot (file)", cfg.Slot, "file_slot"},
+		{"publication (env over file)", cfg.Publication, "env_pub"},
+		{"table (flag over env and file)", cfg.Table, "flag.outbox"},
+		{"parsed table", cfg.table.Schema, "flag"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if cfg.MaxInFlight != 512 || cfg.ShutdownTimeout != 5*time.Second || !cfg.CreateStream {
+		t.Errorf("typed values from the file: max-in-flight %d, shutdown-timeout %s, create-stream %v",
+			cfg.MaxInFlight, cfg.ShutdownTimeout, cfg.CreateStream)
+	}
+
+	// OUTBOXD_CONFIG names the file when --config is not given, and
+	// --config wins over it.
+	cfg, err = parseRun(t, nil, map[string]string{"OUTBOXD_CONFIG": path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Slot != "file_slot" {
+		t.Errorf("OUTBOXD_CONFIG: slot %q, want file_slot", cfg.Slot)
+	}
+	other := writeConfig(t, "slot: other_slot\n")
+	cfg, err = parseRun(t, []string{"--config", other}, map[string]string{"OUTBOXD_CONFIG": path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Slot != "other_slot" {
+		t.Errorf("--config over OUTBOXD_CONFIG: slot %q, want other_slot", cfg.Slot)
+	}
+}
+
+// TestConfigFileSharedByCommands: one file serves every command; a key of
+// another command is no error, and each command reads its own.
+func TestConfigFileSharedByCommands(t *testing.T) {
+	// max-in-flight 0 stops run at validation, after the file was read:
+	// the error is about it, not about demo's and migrate's keys.
+	path := writeConfig(t, "max-in-flight: 0\nrole: outboxd_app\nevents: 0\n")
+	_, _, err := execute(t, newRootCommand(), []string{"run", "--config", path}, nil)
+	checkErr(t, err, []string{"--max-in-flight 0 is out of range", `key "max-in-flight"`, path})
+	_, _, err = execute(t, newRootCommand(), []string{"demo", "--config", path}, nil)
+	checkErr(t, err, []string{"--events 0 is out of range"})
+}
+
+var badConfigFile = []struct {
+	name    string
+	yaml    string
+	wantErr []string
+}{
+	{"unknown key, a typo", "max-inflight: 5\n", []string{`unknown key "max-inflight"`, `did you mean "max-in-flight"`}},
+	{"unknown key, nested", "nats:\n  url: nats://x:4222\n", []string{`unknown key "nats.url"`, `did you mean "nats-url"`}},
+	{"unknown key, underscores", "pg_url: postgres://x/y\n", []string{`unknown key "pg_url"`, `did you mean "pg-url"`}},
+	{"unknown key, nothing near", "colour: blue\n", []string{`unknown key "colour"`, "flag names"}},
+	{"config names a config", "config: other.yaml\n", []string{`key "config"`, "cannot name another"}},
+	{"duration without a unit", "shutdown-timeout: 30\n", []string{`key "shutdown-timeout"`, `"30"`, "500ms, 30s or 5m"}},
+	{"duration not a duration", "standby-retry: soon\n", []string{`key "standby-retry"`, `"soon"`, "500ms, 30s or 5m"}},
+	{"int not a number", "max-in-flight: lots\n", []string{`key "max-in-flight"`, `"lots"`, "whole number"}},
+	{"int with a fraction", "max-in-flight: 1.5\n", []string{`key "max-in-flight"`, `"1.5"`, "whole number"}},
+	{"bool yes", "create-stream: maybe\n", []string{`key "create-stream"`, `"maybe"`, "true or false"}},
+	{"list value", "slot:\n  - a\n  - b\n", []string{`key "slot"`, "list (2 items)"}},
+	{"no value", "slot:\n", []string{`key "slot"`, "has no value"}},
+	{"not a mapping", "- slot\n", []string{"is not a YAML mapping"}},
+	{"bad YAML", "slot: [unclosed\n", []string{"is not a YAML mapping", "line"}},
+	{"int out of range", "max-in-flight: 0\n", []string{"--max-in-flight 0 is out of range", "1 to 65536", `key "max-in-flight"`}},
+	{"duration out of range", "status-interval: 5m\n", []string{"--status-interval 5m0s is out of range", "10ms to 1m", `key "status-interval"`}},
+	{"malformed pg-url", "pg-url: postgres://u:pw@db:99999/app\n", []string{"--pg-url", "invalid port", `key "pg-url"`, "postgres://user@host:5432/dbname"}},
+	{"malformed nats-url", "nats-url: nats://bad host:4222\n", []string{"--nats-url", `"nats://bad host:4222"`, `key "nats-url"`, "nats://host:4222"}},
+	{"bad template", "subject: outbox.{event_type\n", []string{"--subject", `"outbox.{event_type"`, "unclosed", `key "subject"`}},
+	{"bad checkpoint", "checkpoint: s3:bucket\n", []string{"--checkpoint", `"s3:bucket"`, `key "checkpoint"`}},
+	{"bad log level", "log-level: loud\n", []string{"--log-level", `"loud"`, "debug, info, warn or error", `key "log-level"`}},
+}
+
+// TestBadConfigFile: every bad file names the file, the key, the value
+// and what is accepted, and stops before anything connects.
+func TestBadConfigFile(t *testing.T) {
+	for _, tt := range badConfigFile {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.yaml)
+			_, err := parseRun(t, []string{"--config", path}, nil)
+			checkErr(t, err, append([]string{path}, tt.wantErr...))
+
+			start := time.Now()
+			_, _, err = execute(t, newRootCommand(), []string{"run", "--config", path}, nil)
+			checkErr(t, err, append([]string{path}, tt.wantErr...))
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("took %s: the error did not come from validation", d)
+			}
+		})
+	}
+}
+
+func TestBadConfigPath(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr []string
+	}{
+		{"missing file", []string{"--config", missing}, nil, []string{"--config", missing, "does not exist"}},
+		{"missing file from the environment", nil, map[string]string{"OUTBOXD_CONFIG": missing}, []string{missing, "does not exist"}},
+		{"a folder", []string{"--config", t.TempDir()}, nil, []string{"--config", "is a folder"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseRun(t, tt.args, tt.env)
+			checkErr(t, err, tt.wantErr)
+		})
+	}
+}
+
+// TestValidationNamesTheEnvironment: a value out of range names the
+// variable it came from, not only the flag nobody typed.
+func TestValidationNamesTheEnvironment(t *testing.T) {
+	_, err := parseRun(t, nil, map[string]string{"OUTBOXD_MAX_IN_FLIGHT": "0"})
+	checkErr(t, err, []string{"--max-in-flight 0 is out of range", "set by OUTBOXD_MAX_IN_FLIGHT"})
+	_, err = parseRun(t, []string{"--max-in-flight", "0"}, nil)
+	if err == nil || strings.Contains(err.Error(), "set by") {
+		t.Errorf("a flag's error says where it was set: %v", err)
+	}
+}
+
+func TestNearestKey(t *testing.T) {
+	known := []string{"pg-url", "nats-url", "max-in-flight", "slot", "stream"}
+	for key, want := range map[string]string{
+		"max_in_flight": "max-in-flight", "pgurl": "pg-url", "nats.url": "nats-url", "solt": "slot",
+		"streams": "stream", "completely-different": "",
+	} {
+		if got := nearest(key, known); got != want {
+			t.Errorf("nearest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
+
+// TestHangupRereadsConfigFile: SIGHUP's reload reads the file's log level
+// again, unless the environment (or a flag) set it.
+func TestHangupRereadsConfigFile(t *testing.T) {
+	path := writeConfig(t, "log-level: warn\n")
+	cfg, err := parseRun(t, []string{"--config", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reread := func(want string, wantErr ...string) {
+		t.Helper()
+		got, err := cfg.reloadLogLevel()
+		if len(wantErr) > 0 {
+			checkErr(t, err, wantErr)
+			return
+		}
+		if err != nil || got != want {
+			t.Errorf("reload: %q, %v; want %q", got, err, want)
+		}
+	}
+	reread("warn")
+	if err := os.WriteFile(path, []byte("log-level: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reread("debug")
+	if err := os.WriteFile(path, []byte("slot: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reread("info") // the key removed: the default
+	if err := os.WriteFile(path, []byte("log-levl: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reread("", `unknown key "log-levl"`, `did you mean "log-level"`)
+
+	if err := os.WriteFile(path, []byte("log-level: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = parseRun(t, []string{"--config", path}, map[string]string{"OUTBOXD_LOG_LEVEL": "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reread("error") // the environment wins, and it cannot change
+}
