@@ -202,46 +202,27 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) 
 
 func checkSlot(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) (SlotState, error) {
 	object := fmt.Sprintf("replication slot %q", cfg.Slot)
-	var (
-		plugin, slotType, database, walStatus, currentDB *string
-		confirmed                                        *string
-		active                                           bool
-	)
-	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, current_database(),
-			confirmed_flush_lsn::text, active
-		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).
-		Scan(&plugin, &slotType, &database, &walStatus, &currentDB, &confirmed, &active)
-	if errors.Is(err, pgx.ErrNoRows) {
+	slot, err := InspectSlot(ctx, conn, cfg.Slot)
+	if errors.Is(err, ErrSlotNotFound) {
 		return SlotState{}, nil
 	}
 	if err != nil {
-		return SlotState{}, fmt.Errorf("read %s: %w", object, err)
+		return SlotState{}, err
 	}
-	drop := fmt.Sprintf("SELECT pg_drop_replication_slot('%s') (events not yet published are lost) or use another --slot", cfg.Slot)
+	drop := fmt.Sprintf("`outboxd slot drop --slot %s` (events not yet published are lost) or use another --slot", cfg.Slot)
+	problem := slot.Usable()
 	switch {
-	case deref(slotType) != "logical":
-		return SlotState{}, &PreflightError{Object: object, Problem: "is a physical slot, not a logical one", Fix: drop}
-	case deref(plugin) != "pgoutput":
-		return SlotState{}, &PreflightError{Object: object,
-			Problem: fmt.Sprintf("uses output plugin %q, outboxd needs \"pgoutput\"", deref(plugin)), Fix: drop}
-	case deref(database) != deref(currentDB):
-		return SlotState{}, &PreflightError{Object: object,
-			Problem: fmt.Sprintf("belongs to database %q, not %q", deref(database), deref(currentDB)),
-			Fix:     "connect --pg-url to the slot's database or use another --slot"}
-	case deref(walStatus) == "lost":
-		return SlotState{}, &PreflightError{Object: object,
-			Problem: "is invalidated (wal_status = lost): the WAL it needed was removed, events since its position are gone",
-			Fix:     drop + "; then republish the missing rows (outboxd cannot recover them from WAL)"}
+	case problem == "":
+		return SlotState{Exists: true, Active: slot.Active, ConfirmedFlush: slot.ConfirmedFlush}, nil
+	case slot.Type != "logical" || slot.Plugin != Plugin:
+		drop = fmt.Sprintf("SELECT pg_drop_replication_slot('%s') if no other tool reads it, or use another --slot", cfg.Slot)
+	case slot.Database != slot.ConnectedDatabase:
+		drop = "connect --pg-url to the slot's database or use another --slot"
+	case slot.WALStatus == "lost":
+		problem += ", events since its position are gone"
+		drop += "; then republish the missing rows (outboxd cannot recover them from WAL)"
 	}
-	state := SlotState{Exists: true, Active: active}
-	if confirmed != nil {
-		lsn, err := pglogrepl.ParseLSN(*confirmed)
-		if err != nil {
-			return SlotState{}, fmt.Errorf("parse confirmed_flush_lsn of %s: %w", object, err)
-		}
-		state.ConfirmedFlush = lsn
-	}
-	return state, nil
+	return SlotState{}, &PreflightError{Object: object, Problem: problem, Fix: drop}
 }
 
 func deref(s *string) string {

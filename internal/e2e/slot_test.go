@@ -37,7 +37,7 @@ func TestSlotInvalidated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.expectExit(e.args(), "invalidated (wal_status = lost)", "pg_drop_replication_slot")
+	e.expectExit(e.args(), "invalidated (wal_status = lost)", "outboxd slot drop")
 }
 
 // TestPublicationDroppedMidStream: dropping the publication while outboxd
