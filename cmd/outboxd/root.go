@@ -18,10 +18,12 @@ func newRootCommand() *cobra.Command {
 replication (pgoutput), publishes each row to a NATS JetStream stream in commit
 order, and confirms the WAL position to PostgreSQL only after JetStream has
 acknowledged it. Every flag can also be set with the environment variable named
-in its help text.`,
+in its help text, or with its name as a key in the YAML file given with --config;
+outboxd config prints what is in effect and where each value came from.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newConfigCommand())
 	root.AddCommand(newRunCommand(), newMigrateCommand(), newVersionCommand(), newDemoCommand())
 	return root
 }
