@@ -24,11 +24,8 @@ type KVStore struct {
 // '_' and '-'; keys may also hold '/', '=' and '.'. An existing bucket is
 // used as it is.
 func NewKVStore(ctx context.Context, js jetstream.JetStream, bucket, key string) (*KVStore, error) {
-	if !validBucket(bucket) {
-		return nil, fmt.Errorf("open checkpoint bucket %q: invalid name: want letters, digits, '_' or '-'", bucket)
-	}
-	if !validKey(key) {
-		return nil, fmt.Errorf("open checkpoint bucket %s: invalid key %q: want letters, digits, '_', '-', '/', '=' or '.' (not at either end)", bucket, key)
+	if err := validKV(bucket, key); err != nil {
+		return nil, err
 	}
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -47,6 +44,33 @@ func NewKVStore(ctx context.Context, js jetstream.JetStream, bucket, key string)
 		return nil, fmt.Errorf("open checkpoint bucket %s: %w", bucket, err)
 	}
 	return &KVStore{kv: kv, bucket: bucket, key: key}, nil
+}
+
+// OpenKVStore is NewKVStore for readers such as `outboxd status`: it binds
+// to an existing bucket and creates nothing. A missing bucket is an error
+// matching ErrNotFound, since nothing can have been saved in it.
+func OpenKVStore(ctx context.Context, js jetstream.JetStream, bucket, key string) (*KVStore, error) {
+	if err := validKV(bucket, key); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("open checkpoint bucket %s: bucket does not exist: %w", bucket, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint bucket %s: %w", bucket, err)
+	}
+	return &KVStore{kv: kv, bucket: bucket, key: key}, nil
+}
+
+func validKV(bucket, key string) error {
+	if !validBucket(bucket) {
+		return fmt.Errorf("open checkpoint bucket %q: invalid name: want letters, digits, '_' or '-'", bucket)
+	}
+	if !validKey(key) {
+		return fmt.Errorf("open checkpoint bucket %s: invalid key %q: want letters, digits, '_', '-', '/', '=' or '.' (not at either end)", bucket, key)
+	}
+	return nil
 }
 
 // String returns "kv:BUCKET/KEY".

@@ -209,3 +209,38 @@ func TestKVStoreSurvivesServerRestart(t *testing.T) {
 		t.Errorf("Load after server restart = %+v, want %+v", got, cp)
 	}
 }
+
+// TestOpenKVStore: a reader creates no bucket; a missing bucket reads as no
+// checkpoint; an existing one gives what NewKVStore saved.
+func TestOpenKVStore(t *testing.T) {
+	js := startJetStream(t)
+	ctx := context.Background()
+	if _, err := OpenKVStore(ctx, js, "ckpt", "slot"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "ckpt") {
+		t.Fatalf("OpenKVStore of a missing bucket = %v, want ErrNotFound naming it", err)
+	}
+	if _, err := js.KeyValue(ctx, "ckpt"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("OpenKVStore created the bucket (KeyValue: %v)", err)
+	}
+	if _, err := OpenKVStore(ctx, js, "bad bucket", "slot"); err == nil || !strings.Contains(err.Error(), `"bad bucket"`) {
+		t.Errorf("OpenKVStore with a bad bucket name = %v, want an error naming it", err)
+	}
+	writer, err := NewKVStore(ctx, js, "ckpt", "slot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Checkpoint{LSN: 0x16B374D848, SystemID: "7", Timeline: 1, Slot: "slot", SavedAt: time.Now().UTC().Truncate(time.Second)}
+	if err := writer.Save(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := OpenKVStore(ctx, js, "ckpt", "slot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := reader.Load(ctx)
+	if err != nil || got != want {
+		t.Errorf("Load = %+v, %v; want %+v", got, err, want)
+	}
+	if reader.String() != "kv:ckpt/slot" {
+		t.Errorf("String() = %q", reader.String())
+	}
+}

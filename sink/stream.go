@@ -16,10 +16,22 @@ type StreamError struct {
 	Stream  string
 	Problem string
 	Fix     string
+	// Err is the JetStream error underneath, if any
+	// (errors.Is(err, jetstream.ErrStreamNotFound) for a missing stream).
+	Err error
 }
 
 func (e *StreamError) Error() string {
 	return fmt.Sprintf("stream %q %s; fix: %s", e.Stream, e.Problem, e.Fix)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// missingStream is the error for a stream that does not exist and that
+// outboxd was not asked to create.
+func missingStream(name string, tmpl *Template) *StreamError {
+	return &StreamError{Stream: name, Problem: "does not exist", Err: jetstream.ErrStreamNotFound,
+		Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s' --storage file --dupe-window 2m) or pass --create-stream", name, tmpl.Filter())}
 }
 
 // DefaultDuplicateWindow is the duplicate window of a stream outboxd
@@ -35,8 +47,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, tmpl
 	stream, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if !create {
-			return nil, &StreamError{Stream: name, Problem: "does not exist",
-				Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s' --storage file --dupe-window 2m) or pass --create-stream", name, tmpl.Filter())}
+			return nil, missingStream(name, tmpl)
 		}
 		subject, serr := tmpl.StreamSubject()
 		if serr != nil {
