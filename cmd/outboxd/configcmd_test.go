@@ -90,8 +90,8 @@ func TestConfigCommandRedactsSecrets(t *testing.T) {
 		secrets []string
 	}{
 		{name: "URL passwords in the file, NATS password in the environment",
-			yaml: "pg-url: postgres://app:pgUrlSecret1@db:5432/app\nnats-url: nats://ops:natsUrlSecret2@n1:4222, nats://ops:natsUrlSecret2@n2:4222\nnats-user: ops\n",
-			env:  map[string]string{"OUTBOXD_NATS_PASSWORD": "natsPassSecret3"},
+			yaml:    "pg-url: postgres://app:pgUrlSecret1@db:5432/app\nnats-url: nats://ops:natsUrlSecret2@n1:4222, nats://ops:natsUrlSecret2@n2:4222\nnats-user: ops\n",
+			env:     map[string]string{"OUTBOXD_NATS_PASSWORD": "natsPassSecret3"},
 			secrets: []string{"pgUrlSecret1", "natsUrlSecret2", "natsPassSecret3"}},
 		{name: "token flag, pg password as a query parameter",
 			args:    []string{"--nats-token", "natsTokenSecret4", "--pg-url", "postgres://app@db/app?sslmode=disable&password=pgQuerySecret5"},
