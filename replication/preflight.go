@@ -86,7 +86,10 @@ func splitIdentifier(s string) ([]string, error) {
 type PreflightConfig struct {
 	Slot        string
 	Publication string
-	Table       Table
+	// Table is the outbox table; the zero Table means none (events come
+	// only as logical messages), and then the publication must hold no
+	// table, whose rows outboxd would not publish.
+	Table Table
 	// Columns are the table columns outboxd reads; each must exist.
 	Columns []string
 }
@@ -130,6 +133,9 @@ func checkWALLevel(ctx context.Context, conn *pgx.Conn, _ PreflightConfig) error
 }
 
 func checkTable(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
+	if cfg.Table == (Table{}) {
+		return nil
+	}
 	rows, err := conn.Query(ctx, `
 		SELECT a.attname FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
@@ -183,6 +189,9 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) 
 	if err != nil {
 		return fmt.Errorf("read %s: %w", object, err)
 	}
+	if cfg.Table == (Table{}) {
+		return checkNoTables(ctx, conn, cfg.Publication)
+	}
 	if !inserts {
 		return &PreflightError{Object: object, Problem: "does not publish inserts",
 			Fix: fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert')", pgx.Identifier{cfg.Publication}.Sanitize())}
@@ -198,6 +207,35 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) 
 			Fix: fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), cfg.Table)}
 	}
 	return nil
+}
+
+// checkNoTables checks that a publication streamed without an outbox
+// table holds no table: rows written there would never be published.
+func checkNoTables(ctx context.Context, conn *pgx.Conn, publication string) error {
+	rows, err := conn.Query(ctx, `SELECT schemaname, tablename FROM pg_publication_tables
+		WHERE pubname = $1 ORDER BY 1, 2 LIMIT 6`, publication)
+	if err != nil {
+		return fmt.Errorf("read tables of publication %q: %w", publication, err)
+	}
+	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var t Table
+		err := row.Scan(&t.Schema, &t.Name)
+		return t.String(), err
+	})
+	if err != nil {
+		return fmt.Errorf("read tables of publication %q: %w", publication, err)
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	list := strings.Join(tables, ", ")
+	if len(tables) > 5 {
+		list = strings.Join(tables[:5], ", ") + ", ..."
+	}
+	return &PreflightError{Object: fmt.Sprintf("publication %q", publication),
+		Problem: "contains tables (" + list + ") but no outbox table is set (--table is empty): their rows would not be published",
+		Fix: fmt.Sprintf("use a publication without tables (CREATE PUBLICATION %s_messages) or set --table to the outbox table",
+			publication)}
 }
 
 func checkSlot(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) (SlotState, error) {

@@ -335,8 +335,9 @@ const (
 )
 
 // deadLetter builds the dead-letter message for a row. ev is nil when the
-// decoder could not make an event of the row. The payload is kept as the
-// body when it fits under max_payload.
+// decoder could not make an event of the row. The payload (for a message
+// that is no valid envelope, its whole content) is kept as the body when
+// it fits under max_payload.
 func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.Msg {
 	id := dead.EventID
 	if id == "" {
@@ -360,6 +361,10 @@ func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.
 		h[HeaderEventType] = []string{headerValue(ev.EventType)}
 		h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
 		body = ev.Payload
+	} else if dead.Content != nil {
+		// A message that is not a valid envelope: its content exists
+		// nowhere else.
+		body = dead.Content
 	}
 	if p.maxPayload > 0 && int64(len(body))+headerSize(h)+64 > p.maxPayload {
 		body = nil
@@ -386,7 +391,7 @@ func headerValue(s string) string {
 // an event that can never be published as it is (retrying cannot help).
 func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 	rowErr := func(column, reason string) error {
-		return &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: column, Reason: reason}
+		return &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: column, Reason: reason, Message: ev.FromMessage}
 	}
 	subject, err := p.cfg.Subject.Render(ev)
 	var placeholder *PlaceholderError

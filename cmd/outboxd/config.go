@@ -32,6 +32,7 @@ type runConfig struct {
 	Slot            string
 	Publication     string
 	Table           string
+	Messages        bool
 	Subject         string
 	Checkpoint      string
 	CreateStream    bool
@@ -87,6 +88,7 @@ func defaultRunConfig() runConfig {
 		Slot:            "outboxd",
 		Publication:     "outboxd",
 		Table:           "public.outbox",
+		Messages:        true,
 		Subject:         "outbox.{aggregate_type}.{event_type}",
 		Checkpoint:      "kv:outboxd",
 		MaxInFlight:     4096,
@@ -117,7 +119,8 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Stream, "stream", c.Stream, "JetStream stream the events are published to")
 	fs.StringVar(&c.Slot, "slot", c.Slot, "logical replication slot (created with pgoutput if missing)")
 	fs.StringVar(&c.Publication, "publication", c.Publication, "publication that holds the outbox table")
-	fs.StringVar(&c.Table, "table", c.Table, "outbox table, schema.table (quote mixed-case names: '\"Sales\".\"Outbox\"')")
+	fs.StringVar(&c.Table, "table", c.Table, "outbox table, schema.table (quote mixed-case names: '\"Sales\".\"Outbox\"'); empty: no table, only logical-message events (needs --messages)")
+	fs.BoolVar(&c.Messages, "messages", c.Messages, "publish the events emitted as transactional logical decoding messages with prefix 'outbox' (outbox_emit_message, the Go outbox package's message mode); --messages=false leaves them alone")
 	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {column} is replaced by the row's column value")
 	fs.StringVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "where the LSN checkpoint is kept: kv:BUCKET (NATS KV bucket, key = slot name) or file:PATH")
 	fs.StringVar(&c.DeadLetter, "dead-letter", c.DeadLetter, "subject for rows that can never be published (too large, bad subject value, bad headers); a stream must capture it; off by default: such a row stops outboxd")
@@ -174,8 +177,15 @@ func (c *runConfig) validate() error {
 		}
 	}
 	var err error
-	if c.table, err = replication.ParseTable(c.Table); err != nil {
-		return fmt.Errorf("--table: %w", err)
+	switch {
+	case c.Table == "" && !c.Messages:
+		return fmt.Errorf("--table is empty and --messages=false: outboxd would publish nothing; name the outbox table or turn --messages on")
+	case c.Table == "":
+		c.table = replication.Table{} // messages only
+	default:
+		if c.table, err = replication.ParseTable(c.Table); err != nil {
+			return fmt.Errorf("--table: %w", err)
+		}
 	}
 	if c.template, err = sink.ParseTemplate(c.Subject); err != nil {
 		return fmt.Errorf("--subject: %w", err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/outboxd/outboxd/replication"
 )
 
 // clearEnv unsets every OUTBOXD_ variable for the test, so the caller's
@@ -150,6 +152,7 @@ func TestRunContractFlags(t *testing.T) {
 		{"subject", "OUTBOXD_SUBJECT", `"outbox.{aggregate_type}.{event_type}"`},
 		{"checkpoint", "OUTBOXD_CHECKPOINT", `"kv:outboxd"`},
 		{"create-stream", "OUTBOXD_CREATE_STREAM", ""},
+		{"messages", "OUTBOXD_MESSAGES", "true"},
 		{"metrics-addr", "OUTBOXD_METRICS_ADDR", `"127.0.0.1:9187"`},
 	}
 	for _, tt := range tests {
@@ -176,6 +179,12 @@ func TestRunContractFlags(t *testing.T) {
 		cfg.Publication != "outboxd" || cfg.Table != "public.outbox" ||
 		cfg.Subject != "outbox.{aggregate_type}.{event_type}" || cfg.Checkpoint != "kv:outboxd" || cfg.CreateStream {
 		t.Errorf("defaults: %+v", cfg)
+	}
+	if !cfg.Messages {
+		t.Error("--messages is off by default, want on")
+	}
+	if cfg, err := parseRun(t, []string{"--table", ""}, nil); err != nil || cfg.table != (replication.Table{}) {
+		t.Errorf("--table '': table %+v, err %v; want no table", cfg.table, err)
 	}
 	if cfg.table.Schema != "public" || cfg.table.Name != "outbox" || cfg.location.Kind != "kv" ||
 		cfg.location.Bucket != "outboxd" || cfg.template == nil {
@@ -309,6 +318,10 @@ var badRunInput = []struct {
 		wantErr: []string{"--table", `"\"public.outbox"`, "unterminated"}},
 	{name: "table three parts", args: []string{"--table", "db.public.outbox"},
 		wantErr: []string{"--table", `"db.public.outbox"`, "3"}},
+	{name: "no table and no messages", args: []string{"--table", "", "--messages=false"},
+		wantErr: []string{"--table is empty", "--messages=false", "publish nothing"}},
+	{name: "messages not a bool", env: map[string]string{"OUTBOXD_MESSAGES": "sometimes"},
+		wantErr: []string{"OUTBOXD_MESSAGES", `"sometimes"`, "--messages"}},
 	{name: "max-in-flight 0", args: []string{"--max-in-flight", "0"},
 		wantErr: []string{"--max-in-flight", "0", "1 to 65536"}},
 	{name: "max-in-flight 70000", args: []string{"--max-in-flight", "70000"},

@@ -17,6 +17,7 @@ import (
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -82,6 +83,9 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		}
 	}()
 	decCfg := decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Messages: true}
+	if cfg.Messages {
+		decCfg.EnvelopePrefix = outbox.MessagePrefix
+	}
 	if stream.Streaming() {
 		// A session's spool holds only transactions still in progress: a
 		// new session gets them re-sent from their start.
@@ -353,15 +357,24 @@ func (p *pipeline) deadLetter(ctx context.Context, err error, items chan<- sink.
 	if !p.deadLetters || !errors.As(err, &rowErr) {
 		return err
 	}
-	if p.skipping {
+	// A non-transactional message comes outside any transaction: no
+	// Commit follows to close it.
+	alone := rowErr.Message && !p.decoder.InTransaction()
+	if p.skipping || (alone && rowErr.LSN < p.skipBefore) {
 		return nil // before the resume point: it was dead-lettered already
 	}
 	select {
 	case items <- sink.Item{Seq: p.tracker.Add(), Dead: rowErr}:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if alone {
+		// Confirmable once its dead letter is acked; confirming its own
+		// LSN (not past it) means a restart may send it again, which the
+		// dead letter's Nats-Msg-Id absorbs.
+		p.tracker.Commit(rowErr.LSN)
+	}
+	return nil
 }
 
 // handle applies one decoded change.
