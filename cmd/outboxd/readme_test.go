@@ -4,10 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/sink"
 )
 
 // updateReadme rewrites the generated parts of README.md:
@@ -85,5 +90,90 @@ func TestReadmeReference(t *testing.T) {
 		if err := os.WriteFile(readmePath, []byte(readme), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// readmeSection is the README text from heading to the next heading of
+// the same or a higher level.
+func readmeSection(t testing.TB, heading string) string {
+	t.Helper()
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	i := strings.Index(readme, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("README.md has no %q", heading)
+	}
+	level := strings.Index(heading, " ") // "### X" → 3
+	rest := readme[i+len(heading)+2:]
+	for _, line := range strings.SplitAfter(rest, "\n") {
+		if n := strings.Index(line, " "); n > 0 && n <= level && strings.Trim(line[:n], "#") == "" {
+			return rest[:strings.Index(rest, line)]
+		}
+	}
+	return rest
+}
+
+var (
+	metricNameRe     = regexp.MustCompile(`\boutboxd_[a-z_]+`)
+	codeBlockRe      = regexp.MustCompile("(?s)```sh\n(.*?)```")
+	commandInBlockRe = regexp.MustCompile(`(?m)(?:^|[;&|] *)(?:\S+=\S+ )*outboxd ([a-z]+)`)
+	reasonRe         = regexp.MustCompile("`(timeout|no_responders|disconnected|wrong_last_sequence|rejected|other|[a-z_]+)` \\(")
+)
+
+// TestReadmeRunbook: the runbook has its four entries, each with
+// symptoms, causes and commands, and names only metrics outboxd exports,
+// publish error reasons it reports, and commands it has.
+func TestReadmeRunbook(t *testing.T) {
+	runbook := readmeSection(t, "### Runbook")
+	for _, entry := range []string{"Lag growing", "Slot retaining WAL", "Standby never takes over", "Stream rejects publishes"} {
+		text := readmeSection(t, "#### "+entry)
+		for _, part := range []string{"**Symptoms.**", "**Causes", "**Commands.**", "```sh"} {
+			if !strings.Contains(text, part) {
+				t.Errorf("runbook entry %q has no %s", entry, part)
+			}
+		}
+	}
+
+	m := telemetry.NewMetrics("OUTBOX")
+	telemetry.NewHealth(m)
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, f := range families {
+		exported[f.GetName()] = true
+	}
+	for _, name := range metricNameRe.FindAllString(runbook, -1) {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+		if !exported[base] {
+			t.Errorf("the runbook cites %s, which outboxd does not export", name)
+		}
+	}
+	_, after, _ := strings.Cut(readmeSection(t, "#### Stream rejects publishes"), "by `reason`:")
+	reasons, _, _ := strings.Cut(after, "Meanwhile")
+	cited := reasonRe.FindAllStringSubmatch(reasons, -1)
+	if len(cited) == 0 {
+		t.Error("the runbook's stream entry cites no publish error reason")
+	}
+	for _, r := range cited {
+		if !slices.Contains(sink.Reasons, r[1]) {
+			t.Errorf("the runbook cites reason %q; outboxd reports %v", r[1], sink.Reasons)
+		}
+	}
+	var blocks strings.Builder
+	for _, b := range codeBlockRe.FindAllStringSubmatch(runbook, -1) {
+		blocks.WriteString(b[1])
+	}
+	for _, c := range commandInBlockRe.FindAllStringSubmatch(blocks.String(), -1) {
+		if cmd, _, err := newRootCommand().Find([]string{c[1]}); err != nil || cmd.Name() != c[1] {
+			t.Errorf("the runbook runs `outboxd %s`, which is no command", c[1])
+		}
+	}
+	if !strings.Contains(readmeSection(t, "### Running under systemd"), "(scripts/outboxd.service)") {
+		t.Error("the README does not link scripts/outboxd.service")
 	}
 }
