@@ -11,11 +11,14 @@ import (
 type Columns struct {
 	// ID is the event id column (uuid, text or varchar). Default "id".
 	ID string
-	// AggregateType is a text or varchar column. Default "aggregate_type".
+	// AggregateType is a text or varchar column; "" means the table has
+	// none. Default "aggregate_type".
 	AggregateType string
-	// AggregateID is a text or varchar column. Default "aggregate_id".
+	// AggregateID is a text or varchar column; "" means the table has none.
+	// Default "aggregate_id".
 	AggregateID string
-	// EventType is a text or varchar column. Default "event_type".
+	// EventType is a text or varchar column; "" means the table has none.
+	// Default "event_type".
 	EventType string
 	// Payload is a jsonb, json, text, varchar or bytea column. Default "payload".
 	Payload string
@@ -50,8 +53,9 @@ type Config struct {
 	// Default "outbox".
 	Table string
 	// Columns maps the table's columns to Event fields. The zero value means
-	// DefaultColumns(); a partly filled value is used as is, so every
-	// required name must then be set.
+	// DefaultColumns(); a partly filled value is used as is: ID and Payload
+	// must then be set, and a field left "" is not read (its Event field
+	// stays empty). ParseColumns reads the --columns form.
 	Columns Columns
 	// Messages makes logical decoding messages decode to Kind Message
 	// (start replication with the pgoutput option messages 'true' to get

@@ -55,7 +55,9 @@ func TestNew(t *testing.T) {
 		{name: "optional columns unmapped", cfg: Config{Columns: Columns{
 			ID: "id", AggregateType: "a", AggregateID: "b", EventType: "c", Payload: "d",
 		}}},
-		{name: "partial columns", cfg: Config{Columns: Columns{ID: "event_id"}}, wantErr: "Columns.AggregateType is empty"},
+		{name: "only id and payload", cfg: Config{Columns: Columns{ID: "Id", Payload: "Content"}}},
+		{name: "partial columns", cfg: Config{Columns: Columns{ID: "event_id"}}, wantErr: "Columns.Payload is empty"},
+		{name: "id missing", cfg: Config{Columns: Columns{Payload: "body", EventType: "kind"}}, wantErr: "Columns.ID is empty"},
 		{name: "payload missing", cfg: Config{Columns: Columns{
 			ID: "id", AggregateType: "a", AggregateID: "b", EventType: "c", Headers: "h",
 		}}, wantErr: `Columns.Payload is empty: set it to the outbox table's column name (default "payload")`},
@@ -310,9 +312,18 @@ func TestDecodeInsert(t *testing.T) {
 		{name: "unchanged id", row: rowWith(0, unchanged), wantErr: &RowError{Column: "id"}},
 		{name: "binary id", row: rowWith(0, binval("0123456789abcdef")), wantErr: &RowError{Column: "id"}},
 		{name: "empty id", row: rowWith(0, text("")), wantErr: &RowError{Column: "id"}},
-		{name: "null aggregate_type", row: rowWith(1, null), wantErr: &RowError{Column: "aggregate_type", EventID: testID}},
-		{name: "null aggregate_id", row: rowWith(2, null), wantErr: &RowError{Column: "aggregate_id", EventID: testID}},
-		{name: "null event_type", row: rowWith(3, null), wantErr: &RowError{Column: "event_type", EventID: testID}},
+		{name: "null aggregate_type is empty", row: rowWith(1, null), want: with(func(w *wantEvent) { w.AggregateType = "" })},
+		{name: "null aggregate_id is empty", row: rowWith(2, null), want: with(func(w *wantEvent) { w.AggregateID = "" })},
+		{name: "null event_type is empty", row: rowWith(3, null), want: with(func(w *wantEvent) { w.EventType = "" })},
+		{name: "unchanged event_type", row: rowWith(3, unchanged), wantErr: &RowError{Column: "event_type", EventID: testID}},
+		{name: "binary aggregate_id", row: rowWith(2, binval("x")), wantErr: &RowError{Column: "aggregate_id", EventID: testID}},
+		{
+			name: "only id and payload mapped",
+			cfg:  Config{Columns: Columns{ID: "id", Payload: "payload"}},
+			want: with(func(w *wantEvent) {
+				w.AggregateType, w.AggregateID, w.EventType, w.Headers, w.CreatedAt = "", "", "", nil, time.Time{}
+			}),
+		},
 		{name: "null payload", row: rowWith(4, null), wantErr: &RowError{Column: "payload", EventID: testID}},
 		{name: "unchanged payload", row: rowWith(4, unchanged), wantErr: &RowError{Column: "payload", EventID: testID}},
 		{name: "unchanged headers", row: rowWith(5, unchanged), wantErr: &RowError{Column: "headers", EventID: testID}},

@@ -35,11 +35,14 @@ type Event struct {
 	LSN pglogrepl.LSN
 	// ID is the event id (the row's id column, text form); it becomes Nats-Msg-Id.
 	ID string
-	// AggregateType is the aggregate_type column, e.g. "order".
+	// AggregateType is the aggregate_type column, e.g. "order"; empty when
+	// NULL or not mapped.
 	AggregateType string
-	// AggregateID is the aggregate_id column: the entity the event is about.
+	// AggregateID is the aggregate_id column: the entity the event is about;
+	// empty when NULL or not mapped.
 	AggregateID string
-	// EventType is the event_type column, e.g. "order.created".
+	// EventType is the event_type column, e.g. "order.created"; empty when
+	// NULL or not mapped.
 	EventType string
 	// Payload is the payload column's bytes exactly as the server sent them
 	// (bytea columns are decoded from hex to raw bytes). Except for bytea it
@@ -62,9 +65,11 @@ type Event struct {
 // Column returns the text value of any column of the row by name, for subject
 // templates. ok is false when the table has no such column or its value is NULL
 // (or an unchanged TOAST value). Names are matched exactly, as pgoutput sends
-// them (unquoted, case-sensitive). An event from a logical message has the
-// columns id, aggregate_type, aggregate_id and event_type: its envelope's
-// keys.
+// them (unquoted, case-sensitive). A name that is no column of the table but
+// a mapped field's (FieldNames, e.g. "event_type" mapped to "Topic") reads
+// that field's column, so the default template works with a mapped table.
+// An event from a logical message has the columns id, aggregate_type,
+// aggregate_id and event_type: its envelope's keys.
 func (e *Event) Column(name string) (value string, ok bool) {
 	if e.FromMessage {
 		switch name {

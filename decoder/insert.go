@@ -109,9 +109,18 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	if binaryCol >= 0 {
 		return nil, &RowError{EventID: string(id), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason}
 	}
-	for _, f := range [...]field{fAggregateType, fAggregateID, fEventType, fPayload} {
-		if reason := requireText(vals[f]); reason != "" {
-			return nil, rowErr(f, string(id), reason)
+	if reason := requireText(vals[fPayload]); reason != "" {
+		return nil, rowErr(fPayload, string(id), reason)
+	}
+	// The optional text fields: unmapped or NULL leaves them empty (their
+	// Outbox-* header is then absent), so a table without them, or with
+	// nullable ones, still streams.
+	for _, f := range [...]field{fAggregateType, fAggregateID, fEventType} {
+		if rel.fieldCol[f] < 0 {
+			continue
+		}
+		if v := vals[f]; v.kind != 'n' && v.kind != 't' {
+			return nil, rowErr(f, string(id), kindReason(v.kind))
 		}
 	}
 

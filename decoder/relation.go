@@ -3,6 +3,8 @@ package decoder
 import (
 	"bytes"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,11 +22,12 @@ const (
 	numFields
 )
 
-// fieldNames are the Columns field names, for messages that tell the user
-// which setting to change.
+// fieldNames are the Columns field names, for messages about a Config.
 var fieldNames = [numFields]string{"ID", "AggregateType", "AggregateID", "EventType", "Payload", "Headers", "CreatedAt"}
 
-func fieldRequired(f field) bool { return f != fHeaders && f != fCreatedAt }
+// fieldRequired: an event needs an id (its Nats-Msg-Id) and a payload (its
+// body); every other field may be left unmapped, for tables that lack it.
+func fieldRequired(f field) bool { return f == fID || f == fPayload }
 
 func fieldColumns(c Columns) [numFields]string {
 	return [numFields]string{c.ID, c.AggregateType, c.AggregateID, c.EventType, c.Payload, c.Headers, c.CreatedAt}
@@ -219,33 +222,61 @@ func (d *Decoder) cacheRelation(body []byte) (*relation, error) {
 // mapColumns checks that the outbox relation has every mapped column with a
 // usable type and records where each field is.
 func (d *Decoder) mapColumns(rel *relation) *SchemaError {
-	names := fieldColumns(d.columns)
-	fieldsOf := make([]uint8, len(rel.cols))
+	cols := make([]TableColumn, len(rel.cols))
+	for i, c := range rel.cols {
+		cols[i] = TableColumn{Name: c.name, Type: c.typ}
+	}
+	fieldCol, err := checkMapping(rel.namespace+"."+rel.name, d.columns, cols)
+	if err != nil {
+		return err
+	}
+	rel.fieldCol = fieldCol
+	rel.fieldsOf = make([]uint8, len(rel.cols))
+	for f, i := range fieldCol {
+		if i >= 0 {
+			rel.fieldsOf[i] |= 1 << f
+		}
+	}
+	return nil
+}
+
+// TableColumn is one column of the outbox table: its name as the catalog
+// has it and its type's OID.
+type TableColumn struct {
+	Name string
+	Type uint32
+}
+
+// checkMapping finds each mapped field's column in cols (-1 when the field
+// is not mapped) and checks its type. The Relation message and the catalog
+// are checked by the same rules, so a table that passes at start is not
+// refused by the first Relation message.
+func checkMapping(table string, c Columns, cols []TableColumn) ([numFields]int, *SchemaError) {
+	var fieldCol [numFields]int
+	names := fieldColumns(c)
 	for f := range numFields {
-		rel.fieldCol[f] = -1
+		fieldCol[f] = -1
 		if names[f] == "" {
 			continue
 		}
-		i := rel.column(names[f])
+		i := slices.IndexFunc(cols, func(tc TableColumn) bool { return tc.Name == names[f] })
 		if i < 0 {
-			return &SchemaError{
-				Table:  rel.namespace + "." + rel.name,
-				Column: names[f],
-				Reason: fmt.Sprintf("does not exist (mapped to %s): add the column, map %s to an existing column, or check that the publication publishes it", fieldNames[f], fieldNames[f]),
+			have := make([]string, len(cols))
+			for j, tc := range cols {
+				have[j] = strconv.Quote(tc.Name)
 			}
+			return fieldCol, &SchemaError{Table: table, Column: names[f],
+				Reason: fmt.Sprintf("does not exist (field %s is mapped to it); the table has %s: map %s to one of those (names are case-sensitive), or add the column (a publication column list must include it)",
+					fieldKeys[f], strings.Join(have, ", "), fieldKeys[f])}
 		}
-		if !typeIn(rel.cols[i].typ, fieldTypes[f]) {
-			return &SchemaError{
-				Table:  rel.namespace + "." + rel.name,
-				Column: names[f],
-				Reason: fmt.Sprintf("has type %s, but %s needs %s: change the column's type or map %s to another column", typeName(rel.cols[i].typ), fieldNames[f], typeList(fieldTypes[f]), fieldNames[f]),
-			}
+		if !typeIn(cols[i].Type, fieldTypes[f]) {
+			return fieldCol, &SchemaError{Table: table, Column: names[f],
+				Reason: fmt.Sprintf("has type %s, but field %s accepts %s: change the column's type or map %s to another column",
+					typeName(cols[i].Type), fieldKeys[f], typeList(fieldTypes[f]), fieldKeys[f])}
 		}
-		rel.fieldCol[f] = i
-		fieldsOf[i] |= 1 << f
+		fieldCol[f] = i
 	}
-	rel.fieldsOf = fieldsOf
-	return nil
+	return fieldCol, nil
 }
 
 func typeIn(oid uint32, oids []uint32) bool {

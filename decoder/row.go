@@ -18,7 +18,11 @@ func (r row) get(name string) (string, bool) {
 	}
 	i := r.rel.column(name)
 	if i < 0 {
-		return "", false
+		f, ok := fieldByKey(name)
+		if !ok || r.rel.fieldCol[f] < 0 {
+			return "", false
+		}
+		i = r.rel.fieldCol[f]
 	}
 	kind, val, ok := tupleValue(r.tuple, i)
 	if !ok || kind != 't' {

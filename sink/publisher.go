@@ -356,9 +356,9 @@ func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.
 		if subject, err := p.cfg.Subject.Render(ev); err == nil {
 			h[HeaderOriginalSubject] = []string{subject}
 		}
-		h[HeaderAggregateType] = []string{headerValue(ev.AggregateType)}
-		h[HeaderAggregateID] = []string{headerValue(ev.AggregateID)}
-		h[HeaderEventType] = []string{headerValue(ev.EventType)}
+		setField(h, HeaderAggregateType, headerValue(ev.AggregateType))
+		setField(h, HeaderAggregateID, headerValue(ev.AggregateID))
+		setField(h, HeaderEventType, headerValue(ev.EventType))
 		h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
 		body = ev.Payload
 	} else if dead.Content != nil {
@@ -371,6 +371,18 @@ func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.
 		h[HeaderBodyDropped] = []string{"true"}
 	}
 	return &nats.Msg{Subject: p.cfg.DeadLetter, Header: h, Data: body}
+}
+
+// setField sets one of outboxd's own field headers, or removes it when the
+// field is empty (not mapped, or NULL): a header without a value tells a
+// consumer nothing, and removing it also drops a row header of that name,
+// which may not stand in for outboxd's.
+func setField(h nats.Header, key, value string) {
+	if value == "" {
+		delete(h, key)
+		return
+	}
+	h[key] = []string{value}
 }
 
 // headerValue makes s safe as a header value: control characters (which
@@ -415,9 +427,9 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 	}
 	h[jetstream.MsgIDHeader] = []string{ev.ID}
 	h[jetstream.ExpectedStreamHeader] = []string{p.cfg.Stream}
-	h[HeaderAggregateType] = []string{ev.AggregateType}
-	h[HeaderAggregateID] = []string{ev.AggregateID}
-	h[HeaderEventType] = []string{ev.EventType}
+	setField(h, HeaderAggregateType, ev.AggregateType)
+	setField(h, HeaderAggregateID, ev.AggregateID)
+	setField(h, HeaderEventType, ev.EventType)
 	h[HeaderLSN] = []string{ev.Tx.CommitLSN.String()}
 	h[HeaderXid] = []string{strconv.FormatUint(uint64(ev.Tx.Xid), 10)}
 	h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}

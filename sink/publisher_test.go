@@ -122,6 +122,12 @@ func checkMessage(m storedMsg, ev *decoder.Event, tmpl *Template) error {
 		}
 	}
 	for k, v := range want {
+		if v == "" {
+			if got := m.Header.Values(k); len(got) != 0 {
+				return fmt.Errorf("header %s = %q, want none (the field is empty)", k, got)
+			}
+			continue
+		}
 		if got := m.Header.Values(k); len(got) != 1 || got[0] != v {
 			return fmt.Errorf("header %s = %q, want [%q]", k, got, v)
 		}
@@ -691,15 +697,17 @@ func TestPublisherOwnHeadersWin(t *testing.T) {
 	evs := b.tx(
 		testRow{ID: eventID(1), AggregateType: "order", AggregateID: "1", EventType: "created", Payload: []byte(`{"n":1}`), Headers: evil},
 		testRow{ID: eventID(2), AggregateType: "order", AggregateID: "1", EventType: "paid", Payload: []byte(`{"n":2}`), Headers: evil},
+		// An empty field (unmapped or NULL) has no header: not the row's either.
+		testRow{ID: eventID(3), AggregateType: "order", AggregateID: "", EventType: "paid", Payload: []byte(`{"n":3}`), Headers: evil},
 	)
-	items := []Item{{Seq: 1, Event: evs[0]}, {Seq: 2, Event: evs[1]}}
+	items := []Item{{Seq: 1, Event: evs[0]}, {Seq: 2, Event: evs[1]}, {Seq: 3, Event: evs[2]}}
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl})
 	a := newAcker()
 	if err := run(ctx, p, items, a, nil); err != nil {
 		t.Fatal(err)
 	}
-	checkAcks(t, a, 2)
-	// Both stored (dedupe is by event id, not the row's Nats-Msg-Id), with
+	checkAcks(t, a, 3)
+	// All stored (dedupe is by event id, not the row's Nats-Msg-Id), with
 	// outboxd's headers, and the row's own headers beside them.
 	checkStored(t, srv, "OUTBOX", tmpl, items)
 	for _, m := range readStream(t, srv, "OUTBOX") {
