@@ -90,8 +90,18 @@ type PreflightConfig struct {
 	// only as logical messages), and then the publication must hold no
 	// table, whose rows outboxd would not publish.
 	Table Table
-	// Columns are the table columns outboxd reads; each must exist.
-	Columns []string
+	// CheckColumns, when set, checks the table's columns as the catalog
+	// lists them (in column order); its error is returned as it is.
+	CheckColumns func([]Column) error
+}
+
+// Column is one column of the outbox table as the catalog has it.
+type Column struct {
+	// Name is the column's name, exact (case-sensitive).
+	Name string
+	// Type is the OID of the column's type (pg_attribute.atttypid), as a
+	// pgoutput Relation message sends it.
+	Type uint32
 }
 
 // SlotState is what the server knows about the replication slot.
@@ -137,15 +147,20 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error 
 		return nil
 	}
 	rows, err := conn.Query(ctx, `
-		SELECT a.attname FROM pg_attribute a
+		SELECT a.attname, a.atttypid FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`,
 		cfg.Table.Schema, cfg.Table.Name)
 	if err != nil {
 		return fmt.Errorf("read columns of %s: %w", cfg.Table, err)
 	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	have, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Column, error) {
+		var c Column
+		err := row.Scan(&c.Name, &c.Type)
+		return c, err
+	})
 	if err != nil {
 		return fmt.Errorf("read columns of %s: %w", cfg.Table, err)
 	}
@@ -153,28 +168,13 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error 
 		return &PreflightError{
 			Object:  "table " + cfg.Table.String(),
 			Problem: "does not exist",
-			Fix:     "run `outboxd migrate` to create the default outbox table, or point --table at your table",
+			Fix:     "run `outboxd migrate` to create the default outbox table, or point --table at your table (quote mixed-case names: '\"Sales\".\"Outbox\"')",
 		}
 	}
-	for _, col := range cfg.Columns {
-		if !contains(have, col) {
-			return &PreflightError{
-				Object:  "table " + cfg.Table.String(),
-				Problem: fmt.Sprintf("has no column %q (it has: %s)", col, strings.Join(have, ", ")),
-				Fix:     "add the column, or map outboxd's field to an existing column",
-			}
-		}
+	if cfg.CheckColumns != nil {
+		return cfg.CheckColumns(have)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
@@ -268,4 +268,13 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,18 @@ import (
 // TestMain also fails the package when a test left a goroutine running.
 func TestMain(m *testing.M) { os.Exit(pgtest.MainLeakChecked(m)) }
 
-var outboxColumns = []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "created_at"}
+// outboxColumns is the migrated outbox table as the catalog lists it.
+var outboxColumns = []Column{{"id", 2950}, {"aggregate_type", 25}, {"aggregate_id", 25}, {"event_type", 25},
+	{"payload", 3802}, {"headers", 3802}, {"created_at", 1184}}
+
+// checkOutboxColumns is a PreflightConfig.CheckColumns that wants the
+// migrated table's columns, in order, with their types.
+func checkOutboxColumns(have []Column) error {
+	if !slices.Equal(have, outboxColumns) {
+		return fmt.Errorf("columns %v, want %v", have, outboxColumns)
+	}
+	return nil
+}
 
 // newOutboxDatabase makes a migrated database on srv and returns its DSN
 // and a normal connection to it, closed by t.Cleanup.
@@ -281,7 +293,7 @@ func TestStreamAgainstPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	pcfg := PreflightConfig{Slot: slot, Publication: "outboxd", Table: Table{"public", "outbox"}, Columns: outboxColumns}
+	pcfg := PreflightConfig{Slot: slot, Publication: "outboxd", Table: Table{"public", "outbox"}, CheckColumns: checkOutboxColumns}
 	state, err := Preflight(ctx, conn, pcfg)
 	if err != nil {
 		t.Fatalf("Preflight on a migrated database: %v", err)

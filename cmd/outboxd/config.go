@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -33,6 +34,7 @@ type runConfig struct {
 	Publication     string
 	Table           string
 	Messages        bool
+	Columns         string
 	Subject         string
 	Checkpoint      string
 	CreateStream    bool
@@ -76,6 +78,7 @@ type runConfig struct {
 	// Parsed forms, set by validate.
 	natsAuth natsAuth
 	table    replication.Table
+	columns  decoder.Columns
 	template *sink.Template
 	location checkpoint.Location
 }
@@ -89,6 +92,7 @@ func defaultRunConfig() runConfig {
 		Publication:     "outboxd",
 		Table:           "public.outbox",
 		Messages:        true,
+		Columns:         decoder.DefaultColumns().String(),
 		Subject:         "outbox.{aggregate_type}.{event_type}",
 		Checkpoint:      "kv:outboxd",
 		MaxInFlight:     4096,
@@ -121,7 +125,9 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Publication, "publication", c.Publication, "publication that holds the outbox table")
 	fs.StringVar(&c.Table, "table", c.Table, "outbox table, schema.table (quote mixed-case names: '\"Sales\".\"Outbox\"'); empty: no table, only logical-message events (needs --messages)")
 	fs.BoolVar(&c.Messages, "messages", c.Messages, "publish the events emitted as transactional logical decoding messages with prefix 'outbox' (outbox_emit_message, the Go outbox package's message mode); --messages=false leaves them alone")
-	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {column} is replaced by the row's column value")
+	fs.StringVar(&c.Columns, "columns", c.Columns, "outboxd's fields mapped to the table's columns, field=column,... (fields: "+strings.Join(decoder.FieldNames, ", ")+
+		"; id and payload are required, a field left out is not read; column names are exact and case-sensitive)")
+	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {name} is replaced by the row's value of that column, or of the field mapped by --columns (e.g. {event_type})")
 	fs.StringVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "where the LSN checkpoint is kept: kv:BUCKET (NATS KV bucket, key = slot name) or file:PATH")
 	fs.StringVar(&c.DeadLetter, "dead-letter", c.DeadLetter, "subject for rows that can never be published (too large, bad subject value, bad headers); a stream must capture it; off by default: such a row stops outboxd")
 	fs.BoolVar(&c.Exclusive, "exclusive-stream", c.Exclusive, "outboxd is the only writer to the stream: keep commit order across JetStream leader failover by publishing with Nats-Expected-Last-Sequence (use it with R3 streams)")
@@ -186,6 +192,9 @@ func (c *runConfig) validate() error {
 		if c.table, err = replication.ParseTable(c.Table); err != nil {
 			return fmt.Errorf("--table: %w", err)
 		}
+	}
+	if c.columns, err = decoder.ParseColumns(c.Columns); err != nil {
+		return fmt.Errorf("--columns: %w", err)
 	}
 	if c.template, err = sink.ParseTemplate(c.Subject); err != nil {
 		return fmt.Errorf("--subject: %w", err)

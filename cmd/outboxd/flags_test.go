@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -149,6 +150,7 @@ func TestRunContractFlags(t *testing.T) {
 		{"slot", "OUTBOXD_SLOT", `"outboxd"`},
 		{"publication", "OUTBOXD_PUBLICATION", `"outboxd"`},
 		{"table", "OUTBOXD_TABLE", `"public.outbox"`},
+		{"columns", "OUTBOXD_COLUMNS", `"id=id,aggregate_type=aggregate_type,aggregate_id=aggregate_id,event_type=event_type,payload=payload,headers=headers,created_at=created_at"`},
 		{"subject", "OUTBOXD_SUBJECT", `"outbox.{aggregate_type}.{event_type}"`},
 		{"checkpoint", "OUTBOXD_CHECKPOINT", `"kv:outboxd"`},
 		{"create-stream", "OUTBOXD_CREATE_STREAM", ""},
@@ -245,6 +247,11 @@ func TestPrecedence(t *testing.T) {
 			func(c runConfig) any { return c.ShutdownTimeout }, 7 * time.Second},
 		{"table env is parsed", nil, map[string]string{"OUTBOXD_TABLE": `"Sales"."Outbox"`},
 			func(c runConfig) any { return c.table.Schema + "|" + c.table.Name }, "Sales|Outbox"},
+		{"columns default", nil, nil, func(c runConfig) any { return c.columns }, decoder.DefaultColumns()},
+		{"columns env is parsed", nil, map[string]string{"OUTBOXD_COLUMNS": "id=Id,event_type=TypeName,payload=Content"},
+			func(c runConfig) any { return c.columns }, decoder.Columns{ID: "Id", EventType: "TypeName", Payload: "Content"}},
+		{"columns flag over env", []string{"--columns", "id=Id,payload=Payload"}, map[string]string{"OUTBOXD_COLUMNS": "id=x,payload=y"},
+			func(c runConfig) any { return c.columns }, decoder.Columns{ID: "Id", Payload: "Payload"}},
 		{"checkpoint env is parsed", nil, map[string]string{"OUTBOXD_CHECKPOINT": "file:/tmp/x/../ckpt"},
 			func(c runConfig) any { return c.location.Kind + "|" + c.location.Path }, "file|/tmp/ckpt"},
 		{"nats-url list with spaces", []string{"--nats-url", "nats://a:4222, nats://b:4222"}, nil,
@@ -294,6 +301,10 @@ var badRunInput = []struct {
 	env     map[string]string
 	wantErr []string // substrings that must all appear
 }{
+	{name: "columns unknown field", args: []string{"--columns", "id=Id,kind=Topic,payload=P"},
+		wantErr: []string{"--columns", `unknown field "kind"`, "event_type"}},
+	{name: "columns env without id", env: map[string]string{"OUTBOXD_COLUMNS": "payload=P"},
+		wantErr: []string{"--columns", "field id is not mapped"}},
 	{name: "env duration", env: map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "abc"},
 		wantErr: []string{"OUTBOXD_SHUTDOWN_TIMEOUT", `"abc"`, "--shutdown-timeout"}},
 	{name: "env bool", env: map[string]string{"OUTBOXD_CREATE_STREAM": "maybe"},

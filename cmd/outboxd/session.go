@@ -82,7 +82,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 			stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the setup error is the one to report
 		}
 	}()
-	decCfg := decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Messages: true}
+	decCfg := decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Columns: cfg.columns, Messages: true}
 	if cfg.Messages {
 		decCfg.EnvelopePrefix = outbox.MessagePrefix
 	}
@@ -161,7 +161,7 @@ func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error
 	defer conn.Close(context.WithoutCancel(ctx))
 	return replication.Preflight(ctx, conn, replication.PreflightConfig{
 		Slot: cfg.Slot, Publication: cfg.Publication, Table: cfg.table,
-		Columns: columnNames(decoder.DefaultColumns()),
+		CheckColumns: cfg.checkColumns,
 	})
 }
 
@@ -407,15 +407,4 @@ func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan
 		}
 	}
 	return nil
-}
-
-// columnNames lists the table columns the decoder reads.
-func columnNames(c decoder.Columns) []string {
-	var names []string
-	for _, name := range []string{c.ID, c.AggregateType, c.AggregateID, c.EventType, c.Payload, c.Headers, c.CreatedAt} {
-		if name != "" {
-			names = append(names, name)
-		}
-	}
-	return names
 }

@@ -52,7 +52,7 @@ func TestStartupErrors(t *testing.T) {
 				e.pg.Exec(t, e.dsn, `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregate_type text, aggregate_id text, payload jsonb);
 					CREATE PUBLICATION outboxd FOR TABLE outbox`)
 			},
-			want: []string{`has no column "event_type"`},
+			want: []string{`column "event_type" does not exist (field event_type is mapped to it)`, `"aggregate_id", "payload"`},
 		},
 		{
 			name:    "publication missing",
