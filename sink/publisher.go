@@ -124,6 +124,9 @@ type pending struct {
 	// Exclusive mode only: expect is the Nats-Expected-Last-Sequence the
 	// message was sent with (0 for none).
 	expect uint64
+	// conn counts the client's reconnects when the message was sent: which
+	// connection carried it.
+	conn uint64
 }
 
 // Run publishes every item received on in, in order, and reports each
@@ -138,6 +141,9 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	// dead-letter message waiting for the window to drain).
 	var order sequencer
 	var redo []pending
+	// stalled is set once a publish was refused before it was sent: nothing
+	// newer is sent until the window has recovered in order.
+	var stalled bool
 	for in != nil || window.len() > 0 || len(redo) > 0 {
 		// A failed head goes before any new publish: a message sent after
 		// a reconnect must not overtake the ones lost with the old connection.
@@ -147,6 +153,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 				if rerr := p.retry(ctx, &window, &redo, &order, err); rerr != nil {
 					return rerr
 				}
+				stalled = hasUnsent(window.items())
 				continue
 			default:
 			}
@@ -161,7 +168,8 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 		}
 		var recv <-chan Item
 		if in != nil && len(redo) == 0 && window.len() < p.cfg.MaxInFlight &&
-			(!p.cfg.Exclusive || order.known || window.len() == 0) {
+			(!p.cfg.Exclusive || order.known || window.len() == 0) &&
+			(p.cfg.Exclusive || !stalled && !p.connChanged(&window)) {
 			recv = in
 		}
 		var okC <-chan *jetstream.PubAck
@@ -190,7 +198,9 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 				pm.committed = item.Event.Tx.CommitTime
 			}
 			if !p.cfg.Exclusive {
+				pm.conn = p.connection()
 				pm.future = p.publish(msg)
+				stalled = isUnsent(pm)
 				window.push(pm)
 				continue
 			}
@@ -219,9 +229,35 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 			if rerr := p.retry(ctx, &window, &redo, &order, err); rerr != nil {
 				return rerr
 			}
+			stalled = hasUnsent(window.items())
 		}
 	}
 	return nil
+}
+
+// connection counts the client's reconnects, naming the connection a
+// publish made now goes out on.
+func (p *Publisher) connection() uint64 { return p.js.Conn().Stats().Reconnects }
+
+// connChanged reports that the client has reconnected since the oldest
+// message in the window was sent. That message may have died with the old
+// connection without a word yet (its ack times out later), so a newer one
+// sent on the new connection could be stored ahead of it: Run sends nothing
+// until the window's older messages are acknowledged or have failed.
+func (p *Publisher) connChanged(window *queue) bool {
+	head := window.head()
+	return head != nil && head.conn != p.connection()
+}
+
+// hasUnsent reports whether the window holds a message that was never sent
+// (recover stopped before it).
+func hasUnsent(window []pending) bool {
+	for _, pm := range window {
+		if isUnsent(pm) {
+			return true
+		}
+	}
+	return false
 }
 
 // retry handles a failed head of the window. In exclusive mode only the
@@ -275,9 +311,7 @@ func (p *Publisher) recover(ctx context.Context, window []pending, cause error) 
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, p.cfg.RetryMax)
-		for i := range window {
-			window[i].future = p.publish(window[i].msg)
-		}
+		p.republish(window)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -291,6 +325,33 @@ func (p *Publisher) recover(ctx context.Context, window []pending, cause error) 
 			p.log.Debug().Err(err).Int("attempt", attempt).Msg("republish failed")
 		}
 	}
+}
+
+// errNotSent fails the messages republish did not send.
+var errNotSent = errors.New("not sent: an earlier message of the window could not be")
+
+// republish sends the window again in order on one connection. It stops at
+// the first message the client refuses, or when the client reconnects
+// under it, and leaves the rest unsent (failed futures): a message sent on
+// a new connection must not overtake one that failed or went out on the
+// old one. Run republishes those later, from the first of them.
+func (p *Publisher) republish(window []pending) {
+	conn := p.connection()
+	for i := range window {
+		if i > 0 && (p.connection() != conn || isUnsent(window[i-1])) {
+			for j := i; j < len(window); j++ {
+				window[j].future = failedFuture{msg: window[j].msg, err: errNotSent}
+			}
+			return
+		}
+		window[i].conn = conn
+		window[i].future = p.publish(window[i].msg)
+	}
+}
+
+func isUnsent(pm pending) bool {
+	_, unsent := pm.future.(failedFuture)
+	return unsent
 }
 
 // settle waits until every future has an outcome, so a republish cannot
