@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// WriteChart draws r as a PNG into file: the backlog drains as grouped
+// bars beside their limits, and the steady-state latency percentiles of
+// both relays on a log scale.
+func WriteChart(r *Results, file string) error {
+	plots := []*plot.Plot{throughputPlot(r)}
+	if len(r.Steady) > 0 {
+		plots = append(plots, latencyPlot(r))
+	}
+	img := vgimg.New(vg.Points(float64(620*len(plots))), vg.Points(460))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(24), PadTop: vg.Points(8),
+		PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
+	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[0][i])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return f.Close()
+}
+
+func throughputPlot(r *Results) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Backlog drain (median of %d), events/s", r.Settings.Runs)
+	p.Y.Label.Text = "events/s"
+	p.Y.Min = 0
+	labels := make([]string, len(r.Backlogs))
+	for i, c := range r.Backlogs {
+		labels[i] = fmt.Sprintf("%s × %d-row tx", count(c.Size), c.Shape)
+	}
+	series := []struct {
+		name string
+		rate func(BacklogCase) float64
+	}{
+		{"decode limit (pg_recvlogical)", func(c BacklogCase) float64 { return c.DecodeRate }},
+		{"broker limit (nats bench, best mode)", func(c BacklogCase) float64 { return r.broker(c.Size).Limit() }},
+		{"outboxd → JetStream", func(c BacklogCase) float64 { return c.OutboxdRate }},
+		{"outboxd → null sink", func(c BacklogCase) float64 { return c.NullRate }},
+	}
+	width := vg.Points(22)
+	top := 0.0
+	for i, s := range series {
+		vals := make(plotter.Values, len(r.Backlogs))
+		for j, c := range r.Backlogs {
+			vals[j] = s.rate(c)
+			top = max(top, vals[j])
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			continue // no backlog: nothing to draw
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = width * vg.Length(float64(i)-float64(len(series)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(s.name, bars)
+	}
+	p.Y.Max = top * 1.3 // room for the legend above the bars
+	p.Legend.Top = true
+	p.NominalX(labels...)
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+func latencyPlot(r *Results) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Commit → consumer latency, %.0f s at each offered load", r.Settings.LatencySeconds)
+	p.Y.Label.Text = "ms (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	top := p99TargetMS
+	for i, s := range r.Steady {
+		top = max(top, s.Latency.Max)
+		pts := make(plotter.XYs, 4)
+		for j, v := range []float64{s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max} {
+			pts[j] = plotter.XY{X: float64(j), Y: max(v, 0.01)} // a log scale has no 0
+		}
+		line, points, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			continue
+		}
+		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
+		points.Shape = plotutil.Shape(i)
+		if s.Relay == "polling" {
+			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
+		p.Add(line, points)
+		p.Legend.Add(fmt.Sprintf("%s at %s/s", s.Relay, count(s.Rate)), line, points)
+	}
+	target := plotter.NewFunction(func(float64) float64 { return p99TargetMS })
+	target.Color = color.Gray{Y: 120}
+	target.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	p.Add(target)
+	p.Legend.Add(fmt.Sprintf("target p99 < %.0f ms at %s/s", p99TargetMS, count(p99TargetRate)), target)
+	p.Y.Max = top * 20 // a log scale's room for the legend above the lines
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.NominalX("p50", "p99", "p99.9", "max")
+	p.Add(plotter.NewGrid())
+	return p
+}

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// commitTimeHeader carries each message's commit time: outboxd sets it
+// from the transaction's Begin message; the polling relay from created_at
+// (the row's insert time, which for a one-row transaction is its commit
+// time less the commit itself).
+const commitTimeHeader = "Outbox-Commit-Time"
+
+// latencies collects, at a JetStream consumer, how long after its commit
+// each message arrived. Delivery follows the stream's store, which the
+// PubAck also follows, so this is commit→PubAck plus the delivery hop.
+type latencies struct {
+	mu      sync.Mutex
+	samples []time.Duration
+	bad     int // messages without a parsable commit time
+	stop    func()
+}
+
+// measureLatency starts an ordered consumer of the new messages of stream.
+func measureLatency(ctx context.Context, t *target, stream string) (*latencies, error) {
+	cons, err := t.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		return nil, fmt.Errorf("consumer on %s: %w", stream, err)
+	}
+	l := &latencies{}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		now := time.Now()
+		committed, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(commitTimeHeader))
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err != nil {
+			l.bad++
+			return
+		}
+		l.samples = append(l.samples, now.Sub(committed))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", stream, err)
+	}
+	l.stop = cc.Stop
+	return l, nil
+}
+
+func (l *latencies) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.samples) + l.bad
+}
+
+// waitFor waits until n messages arrived or timeout passed, then stops the
+// consumer.
+func (l *latencies) waitFor(ctx context.Context, n int, timeout time.Duration) error {
+	defer l.stop()
+	deadline := time.Now().Add(timeout)
+	for l.count() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the consumer received %d of %d messages within %s", l.count(), n, timeout)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if l.bad > 0 {
+		return fmt.Errorf("%d messages had no parsable %s header", l.bad, commitTimeHeader)
+	}
+	return nil
+}
+
+// percentiles are latencies in milliseconds.
+type percentiles struct {
+	P50  float64 `json:"p50_ms"`
+	P99  float64 `json:"p99_ms"`
+	P999 float64 `json:"p99_9_ms"`
+	Max  float64 `json:"max_ms"`
+}
+
+func (l *latencies) percentiles() percentiles {
+	l.mu.Lock()
+	s := slices.Clone(l.samples)
+	l.mu.Unlock()
+	slices.Sort(s)
+	if len(s) == 0 {
+		return percentiles{}
+	}
+	at := func(q float64) float64 {
+		i := min(int(q*float64(len(s))), len(s)-1) // nearest rank
+		return ms(s[i])
+	}
+	return percentiles{P50: at(0.50), P99: at(0.99), P999: at(0.999), Max: ms(s[len(s)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

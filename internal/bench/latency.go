@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// steady is one steady-state run: a relay under an offered load.
+type steady struct {
+	Offered  offered     `json:"offered"`
+	Latency  percentiles `json:"latency"`
+	LagBytes int64       `json:"slot_lag_bytes_at_end"` // outboxd only
+	Unsent   int64       `json:"unsent_rows_at_end"`    // polling relay only
+	CPU      cpuSplit    `json:"cpu_cores"`
+	PGLoad   pgLoad      `json:"pg_load"`
+	PeakRSS  int64       `json:"peak_rss_bytes"`
+}
+
+// deliveryTimeout is how long after the load ends the consumer waits for
+// the last messages.
+const deliveryTimeout = time.Minute
+
+// steadyOutboxd offers rate events/s to outboxd (default settings but for
+// the slot, stream and checkpoint bucket) and measures at a consumer.
+func (e *env) steadyOutboxd(ctx context.Context, slot string, rate int) (steady, error) {
+	if err := createSlot(ctx, e.conn, slot); err != nil {
+		return steady{}, err
+	}
+	defer dropSlots(context.WithoutCancel(ctx), e.conn, slot)
+	if err := e.main.resetStream(ctx, benchStream, "outbox.>"); err != nil {
+		return steady{}, err
+	}
+	p, err := startProc(e.cfg.WorkDir+"/outboxd-"+slot+".log", e.cfg.Outboxd,
+		e.outboxdArgs(slot, e.main, "--metrics-addr", "")...)
+	if err != nil {
+		return steady{}, err
+	}
+	run := func() (steady, error) {
+		if err := e.waitActive(ctx, p, slot); err != nil {
+			return steady{}, err
+		}
+		return e.underLoad(ctx, p, outboxTable, benchStream, rate, func(s *steady) error {
+			var err error
+			s.LagBytes, err = slotLag(ctx, e.conn, slot)
+			return err
+		})
+	}
+	s, err := run()
+	err = errors.Join(err, p.stop(time.Minute), e.main.deleteBucket(ctx, checkpointBucket(slot)))
+	return s, err
+}
+
+// steadyPolling offers rate events/s to the polling relay.
+func (e *env) steadyPolling(ctx context.Context, name string, rate int) (steady, error) {
+	if _, err := e.conn.Exec(ctx, "TRUNCATE "+pollingTable); err != nil {
+		return steady{}, err
+	}
+	p, err := e.startPollingRelay(ctx, name)
+	if err != nil {
+		return steady{}, err
+	}
+	s, err := e.underLoad(ctx, p, pollingTable, pollingStream, rate, func(s *steady) error {
+		return e.conn.QueryRow(ctx, "SELECT count(*) FROM "+pollingTable+" WHERE sent_at IS NULL").Scan(&s.Unsent)
+	})
+	return s, errors.Join(err, p.stop(30*time.Second))
+}
+
+// underLoad offers the load to table while relay p publishes to stream,
+// and measures: latency at a consumer, CPU split and PostgreSQL's work
+// over the load, and (atEnd) the backlog left when the load stops.
+func (e *env) underLoad(ctx context.Context, p *proc, table, stream string, rate int, atEnd func(*steady) error) (steady, error) {
+	lat, err := measureLatency(ctx, e.main, stream)
+	if err != nil {
+		return steady{}, err
+	}
+	before, err := e.readPGCounters(ctx, table)
+	tBefore := time.Now()
+	if err != nil {
+		lat.stop()
+		return steady{}, err
+	}
+	meter := newCPUMeter(e.postmaster, e.main.pid, p.pid())
+	var s steady
+	if s.Offered, err = e.offerLoad(ctx, table, rate, e.cfg.LatencyFor); err != nil {
+		lat.stop()
+		return steady{}, err
+	}
+	s.CPU = meter.end(s.Offered.Seconds)
+	if err := atEnd(&s); err != nil {
+		lat.stop()
+		return steady{}, err
+	}
+	if err := lat.waitFor(ctx, s.Offered.Sent, deliveryTimeout); err != nil {
+		return steady{}, err
+	}
+	after, err := e.readPGCounters(ctx, table)
+	if err != nil {
+		return steady{}, err
+	}
+	s.PGLoad = after.rateSince(before, time.Since(tBefore).Seconds())
+	s.Latency = lat.percentiles()
+	s.PeakRSS, err = peakRSSBytes(p.pid())
+	return s, err
+}
+
+// waitActive waits until p streams from slot.
+func (e *env) waitActive(ctx context.Context, p *proc, slot string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if p.exited() {
+			return p.failure()
+		}
+		st, err := readSlot(ctx, e.conn, slot)
+		if err != nil {
+			return err
+		}
+		if st.active {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("outboxd did not stream from slot %s within a minute; tail of %s:\n%s", slot, p.log, p.tail(15))
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}

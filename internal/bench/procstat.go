@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat. It
+// is 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuSeconds returns the user plus system CPU time pid has used so far.
+func cpuSeconds(pid int) (float64, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return float64(st.utime+st.stime) / clockTicks, nil
+}
+
+type procStat struct {
+	ppid         int
+	utime, stime uint64
+}
+
+// readStat parses /proc/PID/stat. The command name (field 2) may hold
+// spaces and parentheses, so fields are counted from the last ')'.
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+	if len(f) < 13 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields after the name, want at least 13", pid, len(f))
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	utime, err2 := strconv.ParseUint(f[11], 10, 64)
+	stime, err3 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: bad ppid, utime or stime in %q", pid, b)
+	}
+	return procStat{ppid: ppid, utime: utime, stime: stime}, nil
+}
+
+// peakRSSBytes returns pid's peak resident set size (VmHWM).
+func peakRSSBytes(pid int) (int64, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		rest, ok := strings.CutPrefix(s.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/status: VmHWM %q: %w", pid, rest, err)
+		}
+		return kb * 1024, nil
+	}
+	if err := s.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmHWM line", pid)
+}
+
+// cpuMeter measures the CPU time the processes of a benchmark use during
+// an interval: PostgreSQL (postmaster and children), nats-server, and the
+// relay under test. A pid of 0 is a process not on this machine (a server
+// given by URL): its share reads 0.
+//
+// Processes can end inside the interval (pg_recvlogical's walsender exits
+// with it), taking their CPU time with them, so the meter keeps the last
+// value it saw of every pid: call tick while the interval runs.
+type cpuMeter struct {
+	postmaster, natsServer, relay int
+	base, last                    map[int]float64 // CPU seconds by pid
+}
+
+// cpuSplit is, by process group, the cores kept busy on average over an
+// interval (1.0 = one core all the time).
+type cpuSplit struct {
+	Postgres   float64 `json:"postgres"`
+	NATSServer float64 `json:"nats_server"`
+	Relay      float64 `json:"relay"`
+}
+
+func newCPUMeter(postmaster, natsServer, relay int) *cpuMeter {
+	m := &cpuMeter{postmaster: postmaster, natsServer: natsServer, relay: relay,
+		base: map[int]float64{}, last: map[int]float64{}}
+	m.read(m.base)
+	for pid, v := range m.base {
+		m.last[pid] = v
+	}
+	return m
+}
+
+// read records the CPU seconds of every process of the three groups in into.
+func (m *cpuMeter) read(into map[int]float64) {
+	for _, pid := range []int{m.natsServer, m.relay} {
+		if pid == 0 {
+			continue
+		}
+		if v, err := cpuSeconds(pid); err == nil {
+			into[pid] = v
+		}
+	}
+	if m.postmaster == 0 {
+		return
+	}
+	if v, err := cpuSeconds(m.postmaster); err == nil {
+		into[m.postmaster] = v
+	}
+	for _, child := range children(m.postmaster) {
+		if v, err := cpuSeconds(child); err == nil {
+			into[child] = v
+		}
+	}
+}
+
+// tick records the current values; a pid first seen now was born inside
+// the interval and counts from zero.
+func (m *cpuMeter) tick() { m.read(m.last) }
+
+// end returns the split over an interval of seconds.
+func (m *cpuMeter) end(seconds float64) cpuSplit {
+	m.tick()
+	if seconds <= 0 {
+		return cpuSplit{}
+	}
+	var s cpuSplit
+	for pid, v := range m.last {
+		used := (v - m.base[pid]) / seconds
+		switch pid {
+		case m.natsServer:
+			s.NATSServer += used
+		case m.relay:
+			s.Relay += used
+		default:
+			s.Postgres += used
+		}
+	}
+	return s
+}
+
+// children returns the pids whose parent is pid.
+func children(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if st, err := readStat(child); err == nil && st.ppid == pid {
+			pids = append(pids, child)
+		}
+	}
+	return pids
+}

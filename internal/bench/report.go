@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+const mib = 1 << 20
+
+// Target thresholds from the issue.
+const (
+	drainTarget   = 0.8  // × min(decode limit, broker limit)
+	nullTarget    = 0.95 // × decode limit
+	p99TargetMS   = 20.0 // at 5,000 events/s
+	p99TargetRate = 5000
+	rssTargetMiB  = 64
+)
+
+func (r *Results) broker(size int) BrokerCase {
+	for _, b := range r.Brokers {
+		if b.Size == size {
+			return b
+		}
+	}
+	return BrokerCase{}
+}
+
+// targets checks the issue's targets against the medians.
+func targets(r *Results) []Target {
+	var ts []Target
+	for _, c := range r.Backlogs {
+		limit := min(c.DecodeRate, r.broker(c.Size).Limit())
+		ts = append(ts, Target{
+			Name:     fmt.Sprintf("backlog drain, %s events in %d-row transactions", count(c.Size), c.Shape),
+			Want:     fmt.Sprintf("≥ %.2f × min(decode, broker) = %s/s", drainTarget, count(int(drainTarget*limit))),
+			Measured: fmt.Sprintf("%s/s (%.2f×)", count(int(c.OutboxdRate)), c.OutboxdRate/limit),
+			Met:      c.OutboxdRate >= drainTarget*limit,
+		}, Target{
+			Name:     fmt.Sprintf("null-sink drain, %s events in %d-row transactions", count(c.Size), c.Shape),
+			Want:     fmt.Sprintf("≥ %.2f × decode = %s/s", nullTarget, count(int(nullTarget*c.DecodeRate))),
+			Measured: fmt.Sprintf("%s/s (%.2f×)", count(int(c.NullRate)), c.NullRate/c.DecodeRate),
+			Met:      c.NullRate >= nullTarget*c.DecodeRate,
+		}, Target{
+			Name:     fmt.Sprintf("peak RSS, %s events in %d-row transactions", count(c.Size), c.Shape),
+			Want:     fmt.Sprintf("< %d MiB", rssTargetMiB),
+			Measured: fmt.Sprintf("%.1f MiB", float64(c.PeakRSS)/mib),
+			Met:      c.PeakRSS < rssTargetMiB*mib,
+		})
+	}
+	for _, s := range r.Steady {
+		if s.Relay != "outboxd" || s.Rate != p99TargetRate {
+			continue
+		}
+		ts = append(ts, Target{
+			Name:     fmt.Sprintf("p99 commit→PubAck at %s events/s", count(s.Rate)),
+			Want:     fmt.Sprintf("< %.0f ms", p99TargetMS),
+			Measured: fmt.Sprintf("%.1f ms", s.Latency.P99),
+			Met:      s.Latency.P99 < p99TargetMS,
+		})
+	}
+	return ts
+}
+
+// WriteTable writes the results as Markdown tables, the form the README
+// shows.
+func (r *Results) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "Backlog drains, events/s (median of %d runs); ratios are outboxd / limit:\n\n", r.Settings.Runs)
+	fmt.Fprintln(w, "| backlog | rows/tx | decode limit (pg_recvlogical) | broker limit async / fast | outboxd → JetStream | ÷ min(limits) | outboxd → null sink | ÷ decode | outboxd peak RSS | CPU cores pg / nats / outboxd |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, c := range r.Backlogs {
+		b := r.broker(c.Size)
+		fmt.Fprintf(w, "| %s | %d | %s | %s / %s | %s | %.2f | %s | %.2f | %.1f MiB | %.2f / %.2f / %.2f |\n",
+			count(c.Size), c.Shape, count(int(c.DecodeRate)), count(int(b.AsyncRate)), count(int(b.FastRate)),
+			count(int(c.OutboxdRate)), c.OutboxdRate/min(c.DecodeRate, b.Limit()),
+			count(int(c.NullRate)), c.NullRate/c.DecodeRate,
+			float64(c.PeakRSS)/mib, c.CPU.Postgres, c.CPU.NATSServer, c.CPU.Relay)
+	}
+	if len(r.Durable) > 0 {
+		fmt.Fprint(w, "\nDurable mode: outboxd into nats-server with sync_interval: always (an fsync per write) beside the default server, same backlog, events/s:\n\n")
+		fmt.Fprintln(w, "| backlog | rows/tx | default server | sync always | cost | broker limit (async) with sync always |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|")
+		for _, c := range r.Durable {
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %.1f× slower | %s |\n", count(c.Size), c.Shape,
+				count(int(c.DefaultRate)), count(int(c.DurableRate)), c.DefaultRate/c.DurableRate, count(int(c.BrokerAsyncRate)))
+		}
+	}
+	for _, p := range r.Polling {
+		fmt.Fprintf(w, "\nPolling relay drain of %s events (LIMIT %d, every %.0f ms when short of a batch): %s events/s, "+
+			"CPU cores pg / nats / relay %.2f / %.2f / %.2f.\n",
+			count(p.Size), r.Settings.PollBatch, r.Settings.PollIntervalMS, count(int(p.Rate)),
+			p.CPU.Postgres, p.CPU.NATSServer, p.CPU.Relay)
+	}
+	if len(r.Steady) > 0 {
+		fmt.Fprintf(w, "\nSteady state, %.0f s of one-row transactions per run (median of %d runs); latency from commit to delivery at a JetStream consumer:\n\n",
+			r.Settings.LatencySeconds, r.Settings.Runs)
+		fmt.Fprintln(w, "| relay | offered/s | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, s := range r.Steady {
+			backlog := fmt.Sprintf("%s B slot lag", count(int(s.LagBytes)))
+			if s.Relay == "polling" {
+				backlog = fmt.Sprintf("%s unsent rows", count(int(s.Unsent)))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %s | %s | %.2f / %.2f / %.2f |\n",
+				s.Relay, count(s.Rate), count(int(s.Achieved)), s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max,
+				backlog, s.PGLoad.StatementsPerSec, count(int(s.PGLoad.RowsScannedPerSec)), count(int(s.PGLoad.RowsUpdatedPerSec)),
+				s.CPU.Postgres, s.CPU.NATSServer, s.CPU.Relay)
+		}
+	}
+	fmt.Fprintln(w, "\nTargets:\n\n| target | wanted | measured | met |\n|---|---|---|---|")
+	for _, t := range r.Targets {
+		met := "not met"
+		if t.Met {
+			met = "met"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Measured, met)
+	}
+	fmt.Fprintf(w, "\nMachine: %d CPUs, load average at start %s, at end %s; PostgreSQL %s, nats-server %s, nats CLI %s.\n",
+		r.Machine.CPUs, r.Machine.LoadAtStart, r.Machine.LoadAtEnd, r.Machine.PostgreSQL, r.Machine.NATSServer, r.Machine.NATSCLI)
+}
+
+// count writes n with thousands separators: 1234567 → 1,234,567.
+func count(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + count(-n)
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
