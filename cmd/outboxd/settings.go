@@ -17,7 +17,9 @@ func withRunSettings(cmd *cobra.Command, run func(cmd *cobra.Command, cfg runCon
 			return withSource(cmd.Flags(), err)
 		}
 		cfg.levelFromFile = fileLogLevel(cmd)
-		return run(cmd, cfg)
+		// Checks against the database (a placeholder naming no column)
+		// name the flag too: say where its value came from.
+		return withSource(cmd.Flags(), run(cmd, cfg))
 	}
 	cfg.addFlags(cmd.Flags())
 	addConfigFlag(cmd.Flags())

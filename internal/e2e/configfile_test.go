@@ -215,3 +215,22 @@ func waitLog(t *testing.T, p *proc, match func(logLine) bool) {
 	}
 	t.Fatal(fmt.Errorf("no matching log line in 30s:\n%s", tail(p.output.String(), 30)))
 }
+
+// TestConfigFileBadSubjectColumn: a template naming no column of the table,
+// from the config file, stops outboxd at start with the key, the file, the
+// placeholder and the columns there are; as --subject would.
+func TestConfigFileBadSubjectColumn(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	path := e.configFile(e.slot, "subject: outbox.{aggregate_typ}.{event_type}")
+	p := e.start("run", "--config", path)
+	if code := p.wait(time.Minute); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	out := p.output.String()
+	for _, want := range []string{`--subject "outbox.{aggregate_typ}.{event_type}"`, "{aggregate_typ}", `"aggregate_type"`,
+		`set by key "subject" in config file ` + path} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
