@@ -49,19 +49,11 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pgcfg, err := pgconn.ParseConfig(cfg.ConnString)
+	pgcfg, err := decoderSettings(cfg.ConnString, "outboxd")
 	if err != nil {
-		// pgconn redacts the password in its parse errors.
-		return nil, &PreflightError{Object: "--pg-url", Problem: err.Error(),
-			Fix: "use postgres://user:password@host:port/database"}
+		return nil, err
 	}
 	pgcfg.RuntimeParams["replication"] = "database"
-	// The decoder reads timestamptz text in ISO format with a numeric offset.
-	pgcfg.RuntimeParams["DateStyle"] = "ISO"
-	pgcfg.RuntimeParams["TimeZone"] = "UTC"
-	if pgcfg.RuntimeParams["application_name"] == "" {
-		pgcfg.RuntimeParams["application_name"] = "outboxd"
-	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for replication: %w", err)
@@ -75,6 +67,25 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 		cfg.Streaming = false // protocol 2 streaming needs PostgreSQL 14
 	}
 	return &Stream{cfg: cfg, conn: conn, system: system}, nil
+}
+
+// decoderSettings parses connString and sets what the decoder needs to
+// read values in text form: timestamptz in ISO format with a numeric
+// offset, bytea in hex. appName is the default application_name.
+func decoderSettings(connString, appName string) (*pgconn.Config, error) {
+	pgcfg, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		// pgconn redacts the password in its parse errors.
+		return nil, &PreflightError{Object: "--pg-url", Problem: err.Error(),
+			Fix: "use postgres://user:password@host:port/database"}
+	}
+	pgcfg.RuntimeParams["DateStyle"] = "ISO"
+	pgcfg.RuntimeParams["TimeZone"] = "UTC"
+	pgcfg.RuntimeParams["bytea_output"] = "hex"
+	if pgcfg.RuntimeParams["application_name"] == "" {
+		pgcfg.RuntimeParams["application_name"] = appName
+	}
+	return pgcfg, nil
 }
 
 // Streaming reports whether the session uses protocol 2 streaming of

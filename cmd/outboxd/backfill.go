@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
+)
+
+// headerBackfill marks a message that outboxd backfill published from the
+// slot's snapshot rather than from the replication stream.
+const headerBackfill = "Outbox-Backfill"
+
+// relayOnlyFlags are run's flags that mean nothing to a one-off backfill.
+// backfill still accepts them, so one set of flags or OUTBOXD_* variables
+// serves both commands, but hides them from its help.
+var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-interval", "shutdown-timeout",
+	"standby-retry", "heartbeat-interval", "pg-streaming", "spool-dir", "allow-gap", "nats-monitor-url"}
+
+// backfillConfig is `outboxd backfill`'s settings: run's, and the predicate.
+type backfillConfig struct {
+	runConfig
+	Where string
+	// progress receives the progress bar or lines (stderr).
+	progress io.Writer
+	// terminal draws a progress bar instead of lines.
+	terminal bool
+}
+
+func newBackfillCommand() *cobra.Command {
+	var where string
+	cmd := &cobra.Command{
+		Use:   "backfill --where PREDICATE",
+		Short: "Create the slot and publish the rows an old relay has not sent, from the slot's snapshot",
+		Long: `Create the replication slot and publish, from the snapshot PostgreSQL exports at
+the slot's consistent point, every outbox row that matches --where: the rows a
+polling relay has not sent yet (e.g. --where '"ProcessedAt" IS NULL'). A row
+committed before that point is in the snapshot, a later one is in the slot, so
+after backfill, outboxd run on the same slot publishes the rest: no row is in
+neither. Messages carry Nats-Msg-Id = row id, the subject and headers outboxd run
+gives the same row, and the header Outbox-Backfill: true, so JetStream drops
+what the old relay publishes of them within the stream's duplicate window.
+
+Rows go out in (created_at, id) order. backfill fails if the slot exists (its
+snapshot is gone) or a checkpoint for it exists. On any failure after creating
+the slot it drops the slot again, so it can simply be run again. It exits when
+every row is acknowledged; then start outboxd run with the same settings.
+It takes run's flags; the ones only a running relay uses are accepted and ignored.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&where, "where", "", `SQL predicate on the outbox table selecting the rows to publish, e.g. '"ProcessedAt" IS NULL' or '"Status" = 0' (runs read-only in the snapshot)`)
+	withRunSettings(cmd, func(cmd *cobra.Command, run runConfig) error {
+		if run.Table == "" {
+			return errors.New("--table is empty: backfill reads the rows of an outbox table; name it (logical messages leave no rows to backfill)")
+		}
+		if strings.TrimSpace(where) == "" {
+			return errors.New(`--where is empty: give the predicate of the rows the old relay has not sent, e.g. --where '"ProcessedAt" IS NULL', or --where true for every row`)
+		}
+		log, _ := newLogger(run.LogLevel)
+		cfg := backfillConfig{runConfig: run, Where: where, progress: os.Stderr, terminal: isTerminal(os.Stderr)}
+		return runBackfill(cmd.Context(), cfg, log, cmd.OutOrStdout())
+	})
+	for _, name := range relayOnlyFlags {
+		_ = cmd.Flags().MarkHidden(name)
+	}
+	return cmd
+}
+
+// runBackfill checks everything it can before creating the slot, creates
+// it, publishes the snapshot's matching rows and reports on out. After the
+// slot exists, a failure drops it again.
+func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, out io.Writer) error {
+	log = log.With().Str("component", "backfill").Logger()
+	nc, err := connectNATS(ctx, cfg.runConfig, log, telemetry.NewMetrics(cfg.Stream))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := newJetStream(nc)
+	if err != nil {
+		return err
+	}
+	if err := checkBackfillTargets(ctx, cfg, js, nc, log); err != nil {
+		return err
+	}
+	if err := checkSnapshotRead(ctx, cfg); err != nil {
+		return err
+	}
+
+	stream, err := replication.Connect(ctx, replication.Config{ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication, Logger: log})
+	if err != nil {
+		return err
+	}
+	snap, err := stream.CreateSlotExportingSnapshot(ctx)
+	if err != nil {
+		stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was streamed
+		if errors.Is(err, replication.ErrSlotExists) {
+			return slotExistsError(cfg.Slot)
+		}
+		return err
+	}
+	created := time.Now()
+	log.Info().Str("slot", cfg.Slot).Str("consistent_point", snap.ConsistentPoint.String()).Str("snapshot", snap.Name).
+		Msg("created replication slot with an exported snapshot")
+	// The replication connection stays open and idle until the read is
+	// done: closing it, or any command on it, ends the exported snapshot.
+	n, err := publishSnapshot(ctx, cfg, js, nc, snap, created, log)
+	stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a walsender not streaming has nothing to confirm
+	if err != nil {
+		return abandonSlot(ctx, cfg.runConfig, err)
+	}
+	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s\n",
+		n, cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream)
+	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
+		cfg.Slot, snap.ConsistentPoint)
+	return nil
+}
+
+// checkBackfillTargets checks, before the slot exists, what run checks at
+// start (stream, dead-letter subject, database objects) and that this is a
+// first start: no slot and no checkpoint for it yet.
+func checkBackfillTargets(ctx context.Context, cfg backfillConfig, js jetstream.JetStream, nc *nats.Conn, log zerolog.Logger) error {
+	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.template, cfg.CreateStream)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.Warn().Str("stream", cfg.Stream).Msg(w)
+	}
+	if cfg.DeadLetter != "" {
+		if _, err := sink.CheckDeadLetter(ctx, js, cfg.DeadLetter); err != nil {
+			return err
+		}
+	}
+	store, err := openStore(ctx, cfg.runConfig, nc)
+	if err != nil {
+		return err
+	}
+	saved, err := store.Load(ctx)
+	if err == nil {
+		return fmt.Errorf("checkpoint %s already holds position %s for slot %q: outboxd has streamed with this slot before, so backfill would publish rows it already published and run would refuse the new slot as a gap; pass another --slot (a new checkpoint key), or delete the checkpoint if that slot is gone for good",
+			store, saved.LSN, cfg.Slot)
+	}
+	if !errors.Is(err, checkpoint.ErrNotFound) {
+		return fmt.Errorf("load checkpoint from %s: %w", store, err)
+	}
+	slot, err := preflight(ctx, cfg.runConfig)
+	if err != nil {
+		return err
+	}
+	if slot.Exists {
+		return slotExistsError(cfg.Slot)
+	}
+	return nil
+}
+
+func slotExistsError(slot string) error {
+	return fmt.Errorf("replication slot %q already exists: backfill needs the snapshot PostgreSQL exports only while it creates a slot; if outboxd already streams from this slot there is nothing to backfill (start outboxd run), otherwise drop it (SELECT pg_drop_replication_slot('%s')) or pass another --slot",
+		slot, slot)
+}
+
+// abandonSlot drops the slot backfill created after cause stopped it, so
+// that backfill can be run again (a slot nobody reads keeps WAL forever).
+func abandonSlot(ctx context.Context, cfg runConfig, cause error) error {
+	dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := dropSlot(dropCtx, cfg.PGURL, cfg.Slot); err != nil {
+		return fmt.Errorf("%w; dropping replication slot %q failed too (%v): drop it (SELECT pg_drop_replication_slot('%s')) before running backfill again",
+			cause, cfg.Slot, err, cfg.Slot)
+	}
+	return fmt.Errorf("%w; replication slot %q was dropped again, so backfill can be run again once that is fixed (rows it published are deduplicated by Nats-Msg-Id within the stream's duplicate window)",
+		cause, cfg.Slot)
+}
+
+// dropSlot drops the slot, retrying while the walsender that created it is
+// still releasing it.
+func dropSlot(ctx context.Context, pgURL, slot string) error {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for {
+		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// publishSnapshot imports the slot's snapshot in a read-only transaction,
+// publishes every row matching the predicate through the run's publisher
+// and returns how many were acknowledged.
+func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetStream, nc *nats.Conn,
+	snap replication.SlotSnapshot, created time.Time, log zerolog.Logger) (int64, error) {
+	read, err := replication.BeginSnapshotRead(ctx, cfg.PGURL, snap.Name, cfg.snapshotQuery())
+	if err != nil {
+		return 0, err
+	}
+	defer read.Close(context.WithoutCancel(ctx))
+	// Every row committed before the consistent point, at a time no later
+	// than the slot's creation; its own xid is not known.
+	rows, err := cfg.snapshotReader(read, decoder.TxInfo{CommitLSN: snap.ConsistentPoint, CommitTime: created})
+	if err != nil {
+		return 0, err
+	}
+	total, err := read.Count(ctx)
+	if err != nil {
+		return 0, err
+	}
+	log.Info().Int64("rows", total).Str("where", cfg.Where).Msg("publishing the snapshot's rows")
+	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
+		Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
+	})
+	if err != nil {
+		return 0, err
+	}
+	progress := newProgress(cfg.progress, cfg.terminal, total)
+	g, gctx := errgroup.WithContext(ctx)
+	items := make(chan sink.Item, channelSize)
+	g.Go(func() error {
+		defer close(items)
+		return sendRows(gctx, read, rows, cfg.DeadLetter != "", items)
+	})
+	g.Go(func() error { return publisher.Run(gctx, items, progress) })
+	err = g.Wait()
+	done := progress.finish()
+	if err != nil {
+		return done, err
+	}
+	return done, read.Commit(ctx)
+}
+
+// snapshotQuery selects the predicate's rows in (created_at, id) order,
+// by the columns --columns maps them to (id alone when created_at is not
+// mapped): the order the old relay most likely used, stable across runs.
+func (cfg backfillConfig) snapshotQuery() replication.SnapshotQuery {
+	cols := cfg.columns
+	var order []string
+	if cols.CreatedAt != "" {
+		order = append(order, cols.CreatedAt)
+	}
+	order = append(order, cols.ID)
+	return replication.SnapshotQuery{Table: cfg.table, Where: cfg.Where, OrderBy: order}
+}
+
+// snapshotReader maps the read's rows to events with the decoder that run
+// uses, configured the same way.
+func (cfg backfillConfig) snapshotReader(read *replication.SnapshotRead, tx decoder.TxInfo) (*decoder.SnapshotReader, error) {
+	dec, err := decoder.New(decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Columns: cfg.columns})
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]decoder.SnapshotColumn, len(read.Columns()))
+	for i, c := range read.Columns() {
+		cols[i] = decoder.SnapshotColumn{Name: c.Name, TypeOID: c.TypeOID}
+	}
+	return dec.Snapshot(cols, tx)
+}
+
+// checkSnapshotRead checks, in a read-only transaction of its own and
+// before the slot exists, that the table fits the mapping and that
+// PostgreSQL accepts the predicate, so that a typo costs no slot.
+func checkSnapshotRead(ctx context.Context, cfg backfillConfig) error {
+	read, err := replication.BeginSnapshotRead(ctx, cfg.PGURL, "", cfg.snapshotQuery())
+	if err != nil {
+		return err
+	}
+	defer read.Close(context.WithoutCancel(ctx))
+	if _, err := cfg.snapshotReader(read, decoder.TxInfo{}); err != nil {
+		return err
+	}
+	return read.Check(ctx)
+}
+
+// sendRows reads the selected rows and hands each on as an event (or, with
+// a dead-letter subject, a row that cannot be one as a dead letter).
+func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder.SnapshotReader, deadLetters bool, items chan<- sink.Item) error {
+	var seq uint64
+	return read.Rows(ctx, func(values [][]byte) error {
+		var item sink.Item
+		ev, err := rows.Event(values)
+		var rowErr *decoder.RowError
+		switch {
+		case err == nil:
+			ev.Headers = append(ev.Headers, decoder.Header{Key: headerBackfill, Value: "true"})
+			item.Event = ev
+		case deadLetters && errors.As(err, &rowErr):
+			item.Dead = rowErr
+		default:
+			return err
+		}
+		seq++
+		item.Seq = seq
+		select {
+		case items <- item:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}

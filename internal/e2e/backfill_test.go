@@ -1,0 +1,450 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxd/outboxd/internal/checker"
+	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/sink"
+)
+
+// pendingWhere is the old relay's notion of an unsent row.
+const pendingWhere = `"ProcessedAt" IS NULL`
+
+// backfillArgs is the command line of `outboxd backfill` for this environment.
+func (e *env) backfillArgs(extra ...string) []string {
+	return append([]string{"backfill", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot,
+		"--stream", streamName, "--log-level", "info"}, extra...)
+}
+
+// addProcessedAt gives the outbox table a polling relay's status column.
+func (e *env) addProcessedAt() {
+	e.t.Helper()
+	e.pg.Exec(e.t, e.dsn, `ALTER TABLE outbox ADD COLUMN "ProcessedAt" timestamptz`)
+}
+
+// oldRelay simulates the polling relay being replaced: it publishes the
+// oldest unsent rows in small batches with Nats-Msg-Id = id, then marks
+// them sent, as an EF Core or Dapper relay does.
+type oldRelay struct {
+	e    *env
+	conn *pgx.Conn
+	js   jetstream.JetStream
+
+	mu         sync.Mutex
+	published  int // publishes acknowledged
+	duplicates int // of them, ids JetStream had already
+}
+
+// header on the old relay's messages, so the test can tell who stored what.
+const headerOldRelay = "Old-Relay"
+
+func (e *env) newOldRelay() *oldRelay {
+	return &oldRelay{e: e, conn: e.connect(), js: e.js()}
+}
+
+// batch publishes and marks up to n unsent rows; it returns how many.
+func (r *oldRelay) batch(ctx context.Context, n int) (int, error) {
+	tx, err := r.conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	rows, err := tx.Query(ctx, `SELECT id::text, aggregate_type, aggregate_id, event_type, payload::text FROM outbox
+		WHERE `+pendingWhere+` ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, n)
+	if err != nil {
+		return 0, err
+	}
+	type pending struct{ id, aggType, aggID, evType, payload string }
+	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (pending, error) {
+		var p pending
+		return p, row.Scan(&p.id, &p.aggType, &p.aggID, &p.evType, &p.payload)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range batch {
+		msg := &nats.Msg{Subject: "outbox." + p.aggType + "." + p.evType, Data: []byte(p.payload), Header: nats.Header{
+			jetstream.MsgIDHeader:    {p.id},
+			sink.HeaderAggregateType: {p.aggType},
+			sink.HeaderAggregateID:   {p.aggID},
+			headerOldRelay:           {"true"},
+		}}
+		ack, err := r.js.PublishMsg(ctx, msg)
+		if err != nil {
+			return 0, err
+		}
+		r.mu.Lock()
+		r.published++
+		if ack.Duplicate {
+			r.duplicates++
+		}
+		r.mu.Unlock()
+		if _, err := tx.Exec(ctx, `UPDATE outbox SET "ProcessedAt" = now() WHERE id = $1`, p.id); err != nil {
+			return 0, err
+		}
+	}
+	return len(batch), tx.Commit(ctx)
+}
+
+// background runs batches of n every pace until Stop.
+func (r *oldRelay) background(n int, pace time.Duration) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := r.batch(ctx, n); err != nil && ctx.Err() == nil {
+				done <- err
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(pace):
+			}
+		}
+		done <- nil
+	}()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	r.e.t.Cleanup(func() { stop() }) //nolint:errcheck
+	return stop
+}
+
+// waitOutput waits until p's output matches re and returns the match.
+func waitOutput(t *testing.T, p *proc, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindStringSubmatch(p.output.String()); m != nil {
+			return m
+		}
+		select {
+		case <-p.done:
+			if m := re.FindStringSubmatch(p.output.String()); m != nil {
+				return m
+			}
+			t.Fatalf("outboxd exited (%v) without printing %s:\n%s", p.err, re, tail(p.output.String(), 40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outboxd did not print %s within %s:\n%s", re, timeout, tail(p.output.String(), 40))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var (
+	progressStart = regexp.MustCompile(`backfill: 0/(\d+) rows`)
+	backfilled    = regexp.MustCompile(`backfilled (\d+) rows`)
+	runDuplicate  = regexp.MustCompile(`"event_id":"([^"]+)"[^\n]*duplicate absorbed by JetStream`)
+)
+
+// TestBackfillCutOver is the migration from a polling relay: rows pending
+// before the cut-over, an old relay still publishing them (and newer ones)
+// with the same Nats-Msg-Id while backfill reads the slot's snapshot, rows
+// written during the snapshot read, then outboxd run on the slot, then the
+// old relay stopped. The stream must hold every event exactly once.
+func TestBackfillCutOver(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	e.addProcessedAt()
+	js := e.js()
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName, Subjects: []string{"outbox.>"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	check := checker.New()
+	ctx := context.Background()
+	before := e.newWriter(check, 20)
+	for range 20 {
+		if _, err := before.tx(ctx, 50, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relay := e.newOldRelay()
+	// Before the cut-over the old relay has sent some rows already.
+	for range 5 {
+		if _, err := relay.batch(ctx, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopRelay := relay.background(10, 50*time.Millisecond)
+
+	// One publish in flight at a time keeps the snapshot read going while
+	// rows are written.
+	// The writer runs across the slot's creation: rows committed before its
+	// consistent point are the snapshot's (backfill), rows committed after
+	// it, also before the snapshot's import and during the read, are the
+	// stream's (run); none may be both.
+	during := e.newWriter(check, 20).background(0, 2*time.Millisecond, func(int) (int, bool) { return 3, true })
+	bf := e.start(e.backfillArgs("--where", pendingWhere, "--max-in-flight", "1")...)
+	total, _ := strconv.Atoi(waitOutput(t, bf, progressStart, time.Minute)[1])
+	afterSnapshot := countRows(t, e)
+	// Rows must commit while the snapshot read is still going on.
+	writtenDuring := 0
+	for running := true; running && writtenDuring < 30; {
+		select {
+		case <-bf.done:
+			running = false
+		default:
+			writtenDuring = countRows(t, e) - afterSnapshot
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if code := bf.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("backfill exited %d:\n%s", code, tail(bf.output.String(), 40))
+	}
+	if writtenDuring < 30 {
+		t.Fatalf("only %d rows were written while backfill read the snapshot: the test proves nothing", writtenDuring)
+	}
+	n, _ := strconv.Atoi(waitOutput(t, bf, backfilled, time.Second)[1])
+	if n != total {
+		t.Errorf("backfill published %d rows, its snapshot counted %d", n, total)
+	}
+
+	run := e.start(e.args()...)
+	e.waitStreaming(run)
+	time.Sleep(300 * time.Millisecond)
+	if err := stopRelay(); err != nil {
+		t.Fatalf("old relay: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := during.Stop(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+
+	msgs := e.readStream(js, check.Count(), time.Minute)
+	run.stopCleanly() // its log is complete
+	report := check.Verify(receivedAny(t, msgs))
+	bySource := map[string]int{}
+	backfilledIDs := map[string]bool{}
+	for _, m := range msgs {
+		switch {
+		case m.Header.Get(headerOldRelay) != "":
+			bySource["old relay"]++
+		case m.Header.Get("Outbox-Backfill") != "":
+			bySource["backfill"]++
+			backfilledIDs[m.Header.Get(jetstream.MsgIDHeader)] = true
+		default:
+			bySource["run"]++
+		}
+	}
+	relay.mu.Lock()
+	oldPublished, oldDuplicates := relay.published, relay.duplicates
+	relay.mu.Unlock()
+	// Ids published twice: by backfill after the old relay, or the other
+	// way round, or by run after the old relay (or before it).
+	overlap := oldDuplicates + (n - bySource["backfill"])
+	t.Logf("%s; stored by source %v; backfill published %d; old relay published %d (%d duplicates); rows in all %d",
+		report, bySource, n, oldPublished, oldDuplicates, countRows(t, e))
+	if report.Lost != 0 || report.Unexpected != 0 || report.Duplicates != 0 {
+		t.Errorf("stream check failed: %s", report)
+	}
+	// A row in both the snapshot and the stream is a duplicate run's
+	// publish of it meets: the read was not the slot's snapshot.
+	runDuplicates := runDuplicate.FindAllStringSubmatch(run.output.String(), -1)
+	t.Logf("run met %d duplicates", len(runDuplicates))
+	for _, m := range runDuplicates {
+		if backfilledIDs[m[1]] {
+			t.Errorf("run streamed %s, which backfill had published from the snapshot: snapshot and stream overlap", m[1])
+		}
+	}
+	for _, source := range []string{"old relay", "backfill", "run"} {
+		if bySource[source] == 0 {
+			t.Errorf("no message in the stream came from %s: the cut-over was not exercised", source)
+		}
+	}
+	if overlap == 0 {
+		t.Errorf("no id was published twice: the old relay never overlapped with backfill or run")
+	}
+}
+
+// countRows counts the outbox rows.
+func countRows(t *testing.T, e *env) int {
+	t.Helper()
+	var n int
+	if err := e.connect().QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// receivedAny is received for a stream that also holds the old relay's
+// messages, which carry no Outbox-Lsn (they count as 0/0): order across
+// the cut-over is not checked (the old relay publishes concurrently).
+func receivedAny(t *testing.T, msgs []message) []checker.Received {
+	t.Helper()
+	withLSN := make([]message, len(msgs))
+	for i, m := range msgs {
+		withLSN[i] = m
+		if m.Header.Get(sink.HeaderLSN) == "" {
+			withLSN[i].Header = nats.Header{sink.HeaderLSN: {"0/0"}}
+			for k, v := range m.Header {
+				withLSN[i].Header[k] = v
+			}
+		}
+	}
+	return received(t, withLSN)
+}
+
+// slotExists reports whether the environment's slot exists.
+func (e *env) slotExists() bool {
+	e.t.Helper()
+	var n int
+	if err := e.connect().QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", e.slot).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n > 0
+}
+
+// TestBackfillBadInput: each bad predicate or state stops backfill with a
+// message naming it and the fix, publishes nothing, and leaves no slot it
+// created behind.
+func TestBackfillBadInput(t *testing.T) {
+	tests := []struct {
+		name     string
+		setup    func(t *testing.T, e *env)
+		args     func(e *env) []string
+		want     []string
+		keepSlot bool // the slot existed before: backfill must not drop it
+	}{
+		{
+			name: "empty predicate",
+			args: func(e *env) []string { return e.backfillArgs("--create-stream", "--where", " ") },
+			want: []string{"--where is empty", `--where '"ProcessedAt" IS NULL'`},
+		},
+		{
+			name: "syntax error",
+			args: func(e *env) []string { return e.backfillArgs("--create-stream", "--where", `"ProcessedAt" IS`) },
+			want: []string{`--where "\"ProcessedAt\" IS" has a syntax error at its end`, "SQLSTATE 42601"},
+		},
+		{
+			name: "syntax error inside",
+			args: func(e *env) []string {
+				return e.backfillArgs("--create-stream", "--where", `"ProcessedAt" IS NULL ANDD true`)
+			},
+			want: []string{"has a syntax error at character 23", `"ANDD"`},
+		},
+		{
+			name: "unknown column",
+			args: func(e *env) []string { return e.backfillArgs("--create-stream", "--where", `ProcessedAt IS NULL`) },
+			want: []string{`names a column "public"."outbox" does not have`, `column "processedat" does not exist`,
+				`"ProcessedAt"`, "mixed-case names need double quotes"},
+		},
+		{
+			name: "predicate that writes",
+			setup: func(t *testing.T, e *env) {
+				e.pg.Exec(t, e.dsn, "CREATE SEQUENCE side_effect")
+				if _, err := e.newWriter(checker.New(), 1).tx(context.Background(), 1, true); err != nil {
+					t.Fatal(err)
+				}
+			},
+			args: func(e *env) []string {
+				return e.backfillArgs("--create-stream", "--where", `nextval('side_effect') > 0`)
+			},
+			want: []string{"SQLSTATE 25006", "the predicate must only read", "was dropped again"},
+		},
+		{
+			name: "predicate failing at run time",
+			setup: func(t *testing.T, e *env) {
+				w := e.newWriter(checker.New(), 1)
+				if _, err := w.tx(context.Background(), 3, true); err != nil {
+					t.Fatal(err)
+				}
+			},
+			// Only rows reveal it, so it fails inside the snapshot, after
+			// the slot was created: backfill drops the slot again.
+			args: func(e *env) []string {
+				return e.backfillArgs("--create-stream", "--where", `1 / (length(aggregate_type) - length(aggregate_type)) = 0`)
+			},
+			want: []string{"division by zero", "SQLSTATE 22012", "was dropped again, so backfill can be run again"},
+		},
+		{
+			name: "slot exists",
+			setup: func(t *testing.T, e *env) {
+				e.pg.Exec(t, e.dsn, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", e.slot)
+			},
+			args:     func(e *env) []string { return e.backfillArgs("--create-stream", "--where", pendingWhere) },
+			want:     []string{"already exists: backfill needs the snapshot", "pg_drop_replication_slot", "another --slot"},
+			keepSlot: true,
+		},
+		{
+			name: "stream missing",
+			args: func(e *env) []string { return e.backfillArgs("--where", pendingWhere) },
+			want: []string{fmt.Sprintf("stream %q does not exist", streamName), "--create-stream"},
+		},
+	}
+	pg := pgtest.Shared(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, pg, true)
+			e.addProcessedAt()
+			if tt.setup != nil {
+				tt.setup(t, e)
+			}
+			e.expectExit(tt.args(e), tt.want...)
+			if got := e.slotExists(); got != tt.keepSlot {
+				t.Errorf("slot exists after the failure: %v, want %v", got, tt.keepSlot)
+			}
+			if stream, err := e.js().Stream(context.Background(), streamName); err == nil {
+				if n := stream.CachedInfo().State.Msgs; n != 0 {
+					t.Errorf("stream holds %d messages after a failed backfill, want 0", n)
+				}
+			}
+		})
+	}
+}
+
+// TestBackfillThenRunDefaultTable is the plain case on outboxd's own table
+// (no old relay): every row before the slot comes from backfill, every
+// later one from run, in (created_at, id) order, with the headers run
+// gives and Outbox-Backfill marking the first.
+func TestBackfillThenRunDefaultTable(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	check := checker.New()
+	w := e.newWriter(check, 5)
+	// One row per transaction: rows of one transaction share created_at
+	// and go out in id order, which the checker would call a reordering.
+	for range 100 {
+		if _, err := w.tx(context.Background(), 1, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := e.runOK(e.backfillArgs("--create-stream", "--where", "true")...)
+	if !strings.Contains(out, "backfilled 100 rows") || !strings.Contains(out, "backfill: 100/100 rows (100.0%)") {
+		t.Errorf("backfill output lacks the count or the final progress line:\n%s", out)
+	}
+	run := e.start(e.args()...)
+	e.waitStreaming(run)
+	if _, err := w.tx(context.Background(), 10, true); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.readStream(e.js(), check.Count(), time.Minute)
+	if report := check.Verify(received(t, msgs)); !report.OK() {
+		t.Errorf("stream check failed: %s", report)
+	}
+	for i, m := range msgs {
+		backfill := m.Header.Get("Outbox-Backfill") == "true"
+		if backfill != (i < 100) {
+			t.Errorf("message %d: Outbox-Backfill %q, want it on the first 100 only", i+1, m.Header.Get("Outbox-Backfill"))
+		}
+		if !strings.HasPrefix(m.Subject, "outbox.") || m.Header.Get(sink.HeaderEventType) == "" {
+			t.Errorf("message %d: subject %q, event type %q: not what run publishes", i+1, m.Subject, m.Header.Get(sink.HeaderEventType))
+		}
+	}
+	run.stopCleanly()
+}
