@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -110,6 +111,9 @@ func checkPositive(t *testing.T, r *Results) {
 		positive(s.Relay+" p99.9", s.Latency.P999)
 		positive(s.Relay+" max", s.Latency.Max)
 		positive(s.Relay+" postgres CPU", s.CPU.Postgres)
+		if s.Relay == "outboxd" {
+			positive("outboxd histogram p99", s.HistogramP99)
+		}
 	}
 	if len(r.Targets) != 3*len(r.Backlogs) {
 		t.Errorf("%d targets, want %d (three per backlog; no 5,000/s run here)", len(r.Targets), 3*len(r.Backlogs))
@@ -227,4 +231,29 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-
+func TestParseBuckets(t *testing.T) {
+	metrics := `# HELP outboxd_commit_to_ack_seconds x
+outboxd_commit_to_ack_seconds_bucket{le="0.001"} 50
+outboxd_commit_to_ack_seconds_bucket{le="0.002"} 98
+outboxd_commit_to_ack_seconds_bucket{le="0.004"} 100
+outboxd_commit_to_ack_seconds_bucket{le="+Inf"} 100
+outboxd_commit_to_ack_seconds_sum 0.1
+`
+	bs, err := parseBuckets(bufio.NewScanner(strings.NewReader(metrics)), ackHistogram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ q, want float64 }{{0.5, 1}, {0.9, 2}, {0.99, 4}} {
+		if got := upperBoundMS(bs, tt.q); got != tt.want {
+			t.Errorf("upperBoundMS(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	_, err = parseBuckets(bufio.NewScanner(strings.NewReader("other_metric 1\n")), ackHistogram)
+	if err == nil || !strings.Contains(err.Error(), "no outboxd_commit_to_ack_seconds_bucket lines") {
+		t.Errorf("err = %v, want one naming the missing histogram", err)
+	}
+	_, err = parseBuckets(bufio.NewScanner(strings.NewReader(`outboxd_commit_to_ack_seconds_bucket{le="x"} 1`+"\n")), ackHistogram)
+	if err == nil || !strings.Contains(err.Error(), `bucket bound "x"`) {
+		t.Errorf("err = %v, want one naming the bad bound", err)
+	}
+}

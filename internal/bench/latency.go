@@ -16,6 +16,10 @@ type steady struct {
 	CPU      cpuSplit    `json:"cpu_cores"`
 	PGLoad   pgLoad      `json:"pg_load"`
 	PeakRSS  int64       `json:"peak_rss_bytes"`
+	// HistogramP99 is outboxd's own commit→PubAck histogram's p99, as the
+	// upper bound of its bucket (buckets double from 1 ms): a cross-check
+	// of the consumer's figure. outboxd only.
+	HistogramP99 float64 `json:"histogram_p99_upper_bound_ms,omitempty"`
 }
 
 // deliveryTimeout is how long after the load ends the consumer waits for
@@ -32,8 +36,13 @@ func (e *env) steadyOutboxd(ctx context.Context, slot string, rate int) (steady,
 	if err := e.main.resetStream(ctx, benchStream, "outbox.>"); err != nil {
 		return steady{}, err
 	}
+	port, err := freePort()
+	if err != nil {
+		return steady{}, err
+	}
+	metrics := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProc(e.cfg.WorkDir+"/outboxd-"+slot+".log", e.cfg.Outboxd,
-		e.outboxdArgs(slot, e.main, "--metrics-addr", "")...)
+		e.outboxdArgs(slot, e.main, "--metrics-addr", metrics)...)
 	if err != nil {
 		return steady{}, err
 	}
@@ -41,11 +50,17 @@ func (e *env) steadyOutboxd(ctx context.Context, slot string, rate int) (steady,
 		if err := e.waitActive(ctx, p, slot); err != nil {
 			return steady{}, err
 		}
-		return e.underLoad(ctx, p, outboxTable, benchStream, rate, func(s *steady) error {
+		s, err := e.underLoad(ctx, p, outboxTable, benchStream, rate, func(s *steady) error {
 			var err error
 			s.LagBytes, err = slotLag(ctx, e.conn, slot)
 			return err
 		})
+		if err != nil {
+			return s, err
+		}
+		buckets, err := scrapeHistogram(ctx, "http://"+metrics+"/metrics", ackHistogram)
+		s.HistogramP99 = upperBoundMS(buckets, 0.99)
+		return s, err
 	}
 	s, err := run()
 	err = errors.Join(err, p.stop(time.Minute), e.main.deleteBucket(ctx, checkpointBucket(slot)))

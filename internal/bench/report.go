@@ -94,16 +94,20 @@ func (r *Results) WriteTable(w io.Writer) {
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(w, "\nSteady state, %.0f s of one-row transactions per run (median of %d runs); latency from commit to delivery at a JetStream consumer:\n\n",
 			r.Settings.LatencySeconds, r.Settings.Runs)
-		fmt.Fprintln(w, "| relay | offered/s | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| relay | offered/s | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | outboxd's histogram p99 | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range r.Steady {
 			backlog := fmt.Sprintf("%s B slot lag", count(int(s.LagBytes)))
 			if s.Relay == "polling" {
 				backlog = fmt.Sprintf("%s unsent rows", count(int(s.Unsent)))
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %s | %s | %.2f / %.2f / %.2f |\n",
+			hist := "—"
+			if s.HistogramP99 > 0 {
+				hist = fmt.Sprintf("≤ %g ms", s.HistogramP99)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %s | %s | %.2f / %.2f / %.2f |\n",
 				s.Relay, count(s.Rate), count(int(s.Achieved)), s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max,
-				backlog, s.PGLoad.StatementsPerSec, count(int(s.PGLoad.RowsScannedPerSec)), count(int(s.PGLoad.RowsUpdatedPerSec)),
+				hist, backlog, s.PGLoad.StatementsPerSec, count(int(s.PGLoad.RowsScannedPerSec)), count(int(s.PGLoad.RowsUpdatedPerSec)),
 				s.CPU.Postgres, s.CPU.NATSServer, s.CPU.Relay)
 		}
 	}

@@ -113,10 +113,12 @@ type SteadyCase struct {
 	// Medians over the runs.
 	Achieved float64     `json:"achieved_per_sec"`
 	Latency  percentiles `json:"latency"`
-	LagBytes float64     `json:"slot_lag_bytes_at_end"`
-	Unsent   float64     `json:"unsent_rows_at_end"`
-	CPU      cpuSplit    `json:"cpu_cores"`
-	PGLoad   pgLoad      `json:"pg_load"`
+	// HistogramP99 is the median of outboxd's own p99 bucket bounds.
+	HistogramP99 float64  `json:"histogram_p99_upper_bound_ms,omitempty"`
+	LagBytes     float64  `json:"slot_lag_bytes_at_end"`
+	Unsent       float64  `json:"unsent_rows_at_end"`
+	CPU          cpuSplit `json:"cpu_cores"`
+	PGLoad       pgLoad   `json:"pg_load"`
 }
 
 // Target is one of the issue's targets and whether this run met it.
@@ -183,6 +185,7 @@ func (s *SteadyCase) summarize() {
 		P999: f(func(r steady) float64 { return r.Latency.P999 }),
 		Max:  f(func(r steady) float64 { return r.Latency.Max }),
 	}
+	s.HistogramP99 = f(func(r steady) float64 { return r.HistogramP99 })
 	s.LagBytes = f(func(r steady) float64 { return float64(r.LagBytes) })
 	s.Unsent = f(func(r steady) float64 { return float64(r.Unsent) })
 	s.CPU = cpuSplit{
