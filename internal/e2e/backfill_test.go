@@ -448,3 +448,70 @@ func TestBackfillThenRunDefaultTable(t *testing.T) {
 	}
 	run.stopCleanly()
 }
+
+// TestBackfillOutboxMessages is the cut-over from the second C# design's
+// table, mapped with --columns: the rows whose "ProcessedAt" is NULL come
+// from backfill in "CreatedAt" order, the ones the old relay sent are not
+// published again, and later rows come from run, all with the subject
+// from "TypeName" and the same mapping.
+func TestBackfillOutboxMessages(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), false)
+	e.pg.Exec(t, e.dsn, outboxMessagesTable)
+	mapping := []string{"--table", `"OutboxMessages"`, "--columns", outboxMessagesColumns, "--subject", "events.{event_type}"}
+	rows := mappedRows()
+	for i := range rows {
+		rows[i].aggregate = ""
+	}
+	conn := e.connect()
+	ctx := context.Background()
+	// Rows written newest first: backfill must still send them oldest
+	// "CreatedAt" first. Every third one the old relay has sent.
+	base := time.Now().Add(-time.Hour)
+	var pending []mappedRow
+	for i := len(rows) - 1; i >= 0; i-- {
+		var processed *time.Time
+		if i%3 == 0 {
+			processed = &base
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO "OutboxMessages" ("Id", "TypeName", "Content", "CreatedAt", "ProcessedAt")
+			VALUES ($1, $2, $3, $4, $5)`, rows[i].id, rows[i].typ, rows[i].payload, base.Add(time.Duration(i)*time.Second), processed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range rows {
+		if i%3 != 0 {
+			pending = append(pending, r)
+		}
+	}
+	out := e.runOK(e.backfillArgs(append(mapping, "--create-stream", "--where", pendingWhere)...)...)
+	if want := fmt.Sprintf("backfilled %d rows", len(pending)); !strings.Contains(out, want) {
+		t.Errorf("backfill output lacks %q:\n%s", want, out)
+	}
+	run := e.start(e.args(mapping...)...)
+	e.waitStreaming(run)
+	later := mappedRows()[:2]
+	for i := range later {
+		later[i].aggregate = ""
+		if _, err := conn.Exec(ctx, `INSERT INTO "OutboxMessages" ("Id", "TypeName", "Content", "CreatedAt") VALUES ($1, $2, $3, now())`,
+			later[i].id, later[i].typ, later[i].payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := append(pending, later...)
+	msgs := e.readStream(e.js(), len(want), time.Minute)
+	if len(msgs) != len(want) {
+		t.Fatalf("stream holds %d messages, want %d", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if err := checkMapped(m, want[i]); err != nil {
+			t.Errorf("message %d: %v", i, err)
+		}
+		if subject := "events." + want[i].typ; m.Subject != subject {
+			t.Errorf("message %d: subject %q, want %q", i, m.Subject, subject)
+		}
+		if backfill := m.Header.Get("Outbox-Backfill") == "true"; backfill != (i < len(pending)) {
+			t.Errorf("message %d: Outbox-Backfill %v, want it on the %d backfilled rows only", i, backfill, len(pending))
+		}
+	}
+	run.stopCleanly()
+}
