@@ -37,14 +37,22 @@ func printConfig(out io.Writer, fs *pflag.FlagSet, cfg runConfig) error {
 	secrets := knownSecrets(cfg)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")
+	fromContext := contextSettings(cfg)
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Name == "help" {
 			return
 		}
 		value, source := f.Value.String(), sourceOf(f)
-		if f.Name == "nats-url" && value != cfg.NATSURL {
-			// validate took the URL from the --nats-context.
-			value, source = cfg.NATSURL, "nats-context "+cfg.NATSContext
+		if effective, ok := fromContext[f.Name]; ok {
+			// validate took this one from the --nats-context. It sets
+			// the URL in place, so compare that with the default.
+			taken := effective != value
+			if f.Name == "nats-url" {
+				taken = !cfg.natsURLSet && effective != f.DefValue
+			}
+			if taken {
+				value, source = effective, "nats-context "+cfg.NATSContext
+			}
 		}
 		value = redactSetting(f.Name, value, secrets)
 		if value == "" {
@@ -53,6 +61,19 @@ func printConfig(out io.Writer, fs *pflag.FlagSet, cfg runConfig) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", f.Name, value, source)
 	})
 	return w.Flush()
+}
+
+// contextSettings is the value in effect of each setting a --nats-context
+// may supply, after validate merged the context under the flags.
+func contextSettings(cfg runConfig) map[string]string {
+	if cfg.NATSContext == "" {
+		return nil
+	}
+	a := cfg.natsAuth
+	return map[string]string{
+		"nats-url": cfg.NATSURL, "nats-creds": a.Creds, "nats-nkey": a.Nkey, "nats-user": a.User,
+		"nats-password": a.Password, "nats-token": a.Token, "nats-tls-ca": a.CA, "nats-tls-cert": a.Cert, "nats-tls-key": a.Key,
+	}
 }
 
 // knownSecrets is every secret value the configuration holds, so that no

@@ -160,3 +160,28 @@ func TestRedactConnString(t *testing.T) {
 		t.Errorf("token user: %q", got)
 	}
 }
+
+// TestConfigCommandNATSContext: settings a --nats-context supplies are
+// shown with that source, its password masked; explicit flags still win.
+func TestConfigCommandNATSContext(t *testing.T) {
+	const secret = "ctxPasswordSecret10"
+	writeContext(t, "prod", `{"url": "nats://ctx-host:4222", "user": "ctxuser", "password": "`+secret+`"}`)
+	lines, out := configLines(t, []string{"--nats-context", "prod"}, nil)
+	for key, want := range map[string][2]string{
+		"nats-url":      {"nats://ctx-host:4222", "nats-context"},
+		"nats-user":     {"ctxuser", "nats-context"},
+		"nats-password": {redacted, "nats-context"},
+		"nats-context":  {"prod", "flag"},
+	} {
+		if got := lines[key]; len(got) < 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("%s: got %q, want %q\n%s", key, got, want, out)
+		}
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("output holds the context's password:\n%s", out)
+	}
+	lines, _ = configLines(t, []string{"--nats-context", "prod", "--nats-url", "nats://flag-host:4222"}, nil)
+	if got := lines["nats-url"]; len(got) < 2 || got[0] != "nats://flag-host:4222" || got[1] != "flag" {
+		t.Errorf("nats-url with the flag given: %q", got)
+	}
+}
