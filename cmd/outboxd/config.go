@@ -47,6 +47,10 @@ type runConfig struct {
 	ShutdownTimeout time.Duration
 	StandbyRetry    time.Duration
 	Heartbeat       time.Duration
+	Retention       string
+	RetentionBatch  int
+	RetentionPause  time.Duration
+	RetentionWait   time.Duration
 	PGStreaming     bool
 	SpoolDir        string
 	LogLevel        string
@@ -79,8 +83,11 @@ type runConfig struct {
 	natsAuth natsAuth
 	table    replication.Table
 	columns  decoder.Columns
-	template *sink.Template
-	location checkpoint.Location
+	// retentionOn and retentionAge are --retention parsed.
+	retentionOn  bool
+	retentionAge time.Duration
+	template     *sink.Template
+	location     checkpoint.Location
 }
 
 func defaultRunConfig() runConfig {
@@ -100,6 +107,10 @@ func defaultRunConfig() runConfig {
 		CheckpointEvery: 200 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
 		StandbyRetry:    2 * time.Second,
+		Retention:       retentionOff,
+		RetentionBatch:  1000,
+		RetentionPause:  time.Second,
+		RetentionWait:   time.Minute,
 		PGStreaming:     true,
 		LogLevel:        "info",
 		MetricsAddr:     "127.0.0.1:9187",
@@ -138,6 +149,10 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-interval", c.CheckpointEvery, "how often the acknowledged position is saved (10ms-1m)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long SIGINT/SIGTERM waits for in-flight acknowledgements")
 	fs.DurationVar(&c.StandbyRetry, "standby-retry", c.StandbyRetry, "while another outboxd holds the slot, how often to try to take it over (100ms-1m)")
+	fs.StringVar(&c.Retention, "retention", c.Retention, "delete rows once they are confirmed (published, acknowledged, checkpointed) and at least this old by their created_at, e.g. 168h; 0s deletes them as soon as they are confirmed and needs no created_at; off keeps every row")
+	fs.IntVar(&c.RetentionBatch, "retention-batch", c.RetentionBatch, "most rows --retention deletes at a time (1-100000)")
+	fs.DurationVar(&c.RetentionPause, "retention-pause", c.RetentionPause, "pause between two --retention batches (10ms-1h)")
+	fs.DurationVar(&c.RetentionWait, "retention-wait", c.RetentionWait, "how long a --retention batch keeps its snapshot open waiting for the confirmed position to reach it; past that it deletes nothing and the next one tries (1s-1h)")
 	fs.DurationVar(&c.Heartbeat, "heartbeat-interval", c.Heartbeat, "write a logical decoding heartbeat this often so a slot on a database busy with other tables keeps advancing (0 = off; 1s-1h)")
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit, and never publishes aborted ones")
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
@@ -216,6 +231,9 @@ func (c *runConfig) validate() error {
 	if c.StandbyRetry < 100*time.Millisecond || c.StandbyRetry > time.Minute {
 		return fmt.Errorf("--standby-retry %s is out of range: use 100ms to 1m", c.StandbyRetry)
 	}
+	if err := c.validateRetention(); err != nil {
+		return err
+	}
 	if c.Heartbeat != 0 && (c.Heartbeat < time.Second || c.Heartbeat > time.Hour) {
 		return fmt.Errorf("--heartbeat-interval %s is out of range: use 0 (off) or 1s to 1h", c.Heartbeat)
 	}
@@ -273,4 +291,34 @@ func (c *runConfig) reloadLogLevel() (string, error) {
 		return c.LogLevel, nil
 	}
 	return c.levelFromFile()
+}
+
+// validateRetention parses --retention and checks what it needs: a table,
+// and a created_at column to measure an age by.
+func (c *runConfig) validateRetention() error {
+	if c.Retention == retentionOff {
+		c.retentionOn = false
+		return nil
+	}
+	age, err := time.ParseDuration(c.Retention)
+	if err != nil || age < 0 {
+		return fmt.Errorf("--retention %q is not an age: use off, 0s (delete as soon as confirmed) or a duration such as 72h", c.Retention)
+	}
+	c.retentionOn, c.retentionAge = true, age
+	if c.Table == "" {
+		return fmt.Errorf("--retention %s with --table '': there is no table to delete from; use --retention off", c.Retention)
+	}
+	if _, ok := c.columns.Mapped("created_at"); !ok && age > 0 {
+		return fmt.Errorf("--retention %s needs the rows' age, and --columns maps no created_at: map it (e.g. created_at=CreatedAt), or use --retention 0s to delete rows as soon as they are confirmed", c.Retention)
+	}
+	if c.RetentionBatch < 1 || c.RetentionBatch > 100000 {
+		return fmt.Errorf("--retention-batch %d is out of range: use 1 to 100000", c.RetentionBatch)
+	}
+	if c.RetentionPause < 10*time.Millisecond || c.RetentionPause > time.Hour {
+		return fmt.Errorf("--retention-pause %s is out of range: use 10ms to 1h", c.RetentionPause)
+	}
+	if c.RetentionWait < time.Second || c.RetentionWait > time.Hour {
+		return fmt.Errorf("--retention-wait %s is out of range: use 1s to 1h", c.RetentionWait)
+	}
+	return nil
 }

@@ -127,6 +127,9 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	}
 	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish,
 		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
+	if cfg.retentionOn {
+		p.retention = newRetention(cfg, ckpt.Durable, log)
+	}
 	if cfg.Heartbeat > 0 {
 		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
 			log: log.With().Str("component", "heartbeat").Logger()}}
@@ -159,10 +162,14 @@ func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error
 		return replication.SlotState{}, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return replication.Preflight(ctx, conn, replication.PreflightConfig{
+	slot, err := replication.Preflight(ctx, conn, replication.PreflightConfig{
 		Slot: cfg.Slot, Publication: cfg.Publication, Table: cfg.table,
 		CheckColumns: cfg.checkColumns,
 	})
+	if err == nil && cfg.retentionOn {
+		err = checkRetention(ctx, conn, cfg.table)
+	}
+	return slot, err
 }
 
 // resumePoint decides where streaming starts (DESIGN.md invariant 5): the
@@ -217,6 +224,7 @@ type pipeline struct {
 	skipping        bool // the current transaction is before skipBefore
 	deadLetters     bool // rows that cannot be published go to a dead-letter subject
 	heartbeat       *heartbeat
+	retention       *retention
 	shutdownTimeout time.Duration
 	log             zerolog.Logger
 }
@@ -252,6 +260,9 @@ func (p *pipeline) run(ctx context.Context) error {
 	g.Go(func() error { return p.checkpointer.Run(checkpointing) })
 	if p.heartbeat != nil {
 		g.Go(func() error { return p.heartbeat.Run(receiving) })
+	}
+	if p.retention != nil {
+		g.Go(func() error { return p.retention.Run(receiving) })
 	}
 
 	done := make(chan struct{})
