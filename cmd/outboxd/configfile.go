@@ -35,6 +35,30 @@ const (
 // say where a value came from without state outside the command.
 const sourceAnnotation = "outboxd/source"
 
+// commandLineOnlyAnnotation marks a flag that neither an environment
+// variable nor the config file may set: an action's safety switch (a
+// forced drop, say) must be typed each time, never inherited.
+const commandLineOnlyAnnotation = "outboxd/command-line-only"
+
+// commandLineOnly marks the named flags of fs as settable only on the
+// command line, and says so in their usage instead of an environment
+// variable. Call it after documentEnv (withRunSettings calls that).
+func commandLineOnly(fs *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			panic("BUG: commandLineOnly: no flag --" + name)
+		}
+		if f.Annotations == nil {
+			f.Annotations = map[string][]string{}
+		}
+		f.Annotations[commandLineOnlyAnnotation] = []string{"true"}
+		f.Usage = strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", envName(f.Name))) + " (command line only)"
+	}
+}
+
+func isCommandLineOnly(f *pflag.Flag) bool { return len(f.Annotations[commandLineOnlyAnnotation]) > 0 }
+
 // addConfigFlag adds --config to fs.
 func addConfigFlag(fs *pflag.FlagSet) {
 	fs.String(configFlag, "", "YAML file of settings: each key is a flag name without the dashes (pg-url: postgres://..., max-in-flight: 512); flags and environment variables win over it")
@@ -51,7 +75,7 @@ func applySettings(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	fileValues, err := readConfigFile(path, knownKeys(cmd.Root()))
+	fileValues, err := readConfigFile(path, cmd.Root())
 	if err != nil {
 		return err
 	}
@@ -65,6 +89,8 @@ func applySettings(cmd *cobra.Command, _ []string) error {
 		switch {
 		case f.Changed:
 			setSource(f, sourceFlag)
+		case isCommandLineOnly(f):
+			setSource(f, sourceDefault)
 		case inEnv:
 			setSource(f, sourceEnv)
 			if err := f.Value.Set(envValue); err != nil {
@@ -107,10 +133,11 @@ func configPath(fs *pflag.FlagSet) (string, error) {
 // each value, as a flag would take it. A key that is no flag of any
 // command is an error that suggests the nearest one: a misspelt key
 // silently ignored is a setting silently at its default.
-func readConfigFile(path string, known []string) (map[string]string, error) {
+func readConfigFile(path string, root *cobra.Command) (map[string]string, error) {
 	if path == "" {
 		return nil, nil
 	}
+	known, lineOnly := knownKeys(root)
 	if st, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("--config %q does not exist: give the path of a YAML file of settings", path)
@@ -129,6 +156,9 @@ func readConfigFile(path string, known []string) (map[string]string, error) {
 	for _, key := range keys {
 		if key == configFlag {
 			return nil, fmt.Errorf("config file %s: key %q: a config file cannot name another; give one --config", path, key)
+		}
+		if slices.Contains(lineOnly, key) {
+			return nil, fmt.Errorf("config file %s: key %q: --%s can only be given on the command line; remove the key", path, key, key)
 		}
 		if !slices.Contains(known, key) {
 			hint := "the keys are the flag names of `outboxd run --help` without the dashes"
@@ -203,15 +233,16 @@ func sourceOf(f *pflag.Flag) string {
 	return sourceDefault
 }
 
-// knownKeys is every flag name of every command under root: one config
-// file may serve run, migrate and the rest, each reading its own keys.
-func knownKeys(root *cobra.Command) []string {
+// knownKeys is every flag name of every command under root that a config
+// file may set (one file may serve run, migrate and the rest, each reading
+// its own keys), and the names of the command-line-only flags.
+func knownKeys(root *cobra.Command) (known, lineOnly []string) {
 	seen := map[string]bool{}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if f.Name != "help" && f.Name != configFlag {
-				seen[f.Name] = true
+				seen[f.Name] = seen[f.Name] || !isCommandLineOnly(f)
 			}
 		})
 		for _, sub := range c.Commands() {
@@ -219,12 +250,16 @@ func knownKeys(root *cobra.Command) []string {
 		}
 	}
 	walk(root)
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
+	for k, fileOK := range seen {
+		if fileOK {
+			known = append(known, k)
+		} else {
+			lineOnly = append(lineOnly, k)
+		}
 	}
-	sort.Strings(keys)
-	return keys
+	sort.Strings(known)
+	sort.Strings(lineOnly)
+	return known, lineOnly
 }
 
 // nearest is the known key closest to key in edit distance, if it is close
@@ -274,9 +309,9 @@ func fileLogLevel(cmd *cobra.Command) func() (string, error) {
 	if s := sourceOf(level); s != sourceFile && s != sourceDefault {
 		return nil
 	}
-	file, known := path.Value.String(), knownKeys(cmd.Root())
+	file, root := path.Value.String(), cmd.Root()
 	return func() (string, error) {
-		values, err := readConfigFile(file, known)
+		values, err := readConfigFile(file, root)
 		if err != nil {
 			return "", err
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // writeConfig writes a YAML config file for the test and returns its path.
@@ -213,4 +215,36 @@ func TestHangupRereadsConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	reread("error") // the environment wins, and it cannot change
+}
+
+// TestCommandLineOnly: a flag marked command-line only ignores its
+// environment variable, is refused as a config file key, and works when
+// typed.
+func TestCommandLineOnly(t *testing.T) {
+	newRoot := func(force *bool) *cobra.Command {
+		root := &cobra.Command{Use: "outboxd", SilenceUsage: true, SilenceErrors: true}
+		drop := &cobra.Command{Use: "drop", Args: cobra.NoArgs}
+		drop.Flags().BoolVar(force, "force", false, "drop even while active")
+		withRunSettings(drop, func(*cobra.Command, runConfig) error { return nil })
+		commandLineOnly(drop.Flags(), "force")
+		root.AddCommand(drop)
+		return root
+	}
+	var force bool
+	if _, _, err := execute(t, newRoot(&force), []string{"drop"}, map[string]string{"OUTBOXD_FORCE": "true"}); err != nil || force {
+		t.Errorf("OUTBOXD_FORCE=true: force %v, err %v; want false, nil", force, err)
+	}
+	path := writeConfig(t, "force: true\n")
+	_, _, err := execute(t, newRoot(&force), []string{"drop", "--config", path}, nil)
+	checkErr(t, err, []string{path, `key "force"`, "only be given on the command line"})
+	if _, _, err := execute(t, newRoot(&force), []string{"drop", "--force"}, nil); err != nil || !force {
+		t.Errorf("--force: force %v, err %v; want true, nil", force, err)
+	}
+	help, _, err := execute(t, newRoot(&force), []string{"drop", "--help"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := flagLine(t, help, "force"); !strings.Contains(line, "(command line only)") || strings.Contains(line, "OUTBOXD_FORCE") {
+		t.Errorf("--help line of --force: %q", line)
+	}
 }

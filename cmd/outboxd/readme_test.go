@@ -22,9 +22,19 @@ var updateReadme = flag.Bool("update", false, "rewrite the generated configurati
 
 const readmePath = "../../README.md"
 
-// referenceCommands are the commands whose settings README.md documents in
-// generated tables (status and slot take run's settings).
-var referenceCommands = []string{"run", "migrate", "demo"}
+// referenceCommands are the commands whose settings README.md documents
+// in generated tables: every command with flags of its own. A command
+// that takes run's settings documents only the flags run lacks.
+func referenceCommands(t testing.TB) []string {
+	t.Helper()
+	var names []string
+	for _, cmd := range newRootCommand().Commands() {
+		if len(referenceFlags(t, cmd.Name())) > 0 {
+			names = append(names, cmd.Name())
+		}
+	}
+	return names
+}
 
 // referenceMarkers are the comments that enclose command's generated table.
 func referenceMarkers(command string) (begin, end string) {
@@ -32,24 +42,46 @@ func referenceMarkers(command string) (begin, end string) {
 		fmt.Sprintf("<!-- END generated reference: outboxd %s -->", command)
 }
 
-// referenceTable is the Markdown table of a command's settings: flag,
-// environment variable, config file key, default and meaning, all from
-// the flag definitions. Hidden flags (benchmarks only) are left out.
-func referenceTable(t testing.TB, command string) string {
+// referenceFlags are the flags of command its table lists: not hidden
+// (benchmarks only), and not run's when the command takes run's settings.
+func referenceFlags(t testing.TB, command string) []*pflag.Flag {
 	t.Helper()
-	cmd, _, err := newRootCommand().Find([]string{command})
+	root := newRootCommand()
+	cmd, _, err := root.Find([]string{command})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	b.WriteString("| flag | environment | config key | default | meaning |\n|---|---|---|---|---|\n")
+	run, _, err := root.Find([]string{"run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []*pflag.Flag
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.Name == "help" || f.Hidden {
 			return
 		}
-		key := "`" + f.Name + "`"
+		if command != "run" && cmd.Annotations[runSettingsAnnotation] != "" && run.Flags().Lookup(f.Name) != nil {
+			return
+		}
+		flags = append(flags, f)
+	})
+	return flags
+}
+
+// referenceTable is the Markdown table of a command's settings: flag,
+// environment variable, config file key, default and meaning, all from
+// the flag definitions.
+func referenceTable(t testing.TB, command string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("| flag | environment | config key | default | meaning |\n|---|---|---|---|---|\n")
+	for _, f := range referenceFlags(t, command) {
+		env, key := "`"+envName(f.Name)+"`", "`"+f.Name+"`"
 		if f.Name == configFlag {
 			key = "—"
+		}
+		if isCommandLineOnly(f) {
+			env, key = "—", "—"
 		}
 		def := "none"
 		if f.DefValue != "" {
@@ -57,8 +89,8 @@ func referenceTable(t testing.TB, command string) string {
 		}
 		usage := strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", envName(f.Name)))
 		usage = strings.ReplaceAll(usage, "|", `\|`)
-		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s | %s |\n", f.Name, envName(f.Name), key, def, usage)
-	})
+		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s | %s |\n", f.Name, env, key, def, usage)
+	}
 	return b.String()
 }
 
@@ -70,11 +102,12 @@ func TestReadmeReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	for _, command := range referenceCommands {
+	for _, command := range referenceCommands(t) {
 		begin, end := referenceMarkers(command)
 		i, j := strings.Index(readme, begin), strings.Index(readme, end)
 		if i < 0 || j < i {
-			t.Fatalf("README.md lacks the markers of outboxd %s's reference, in this order:\n%s\n%s", command, begin, end)
+			t.Fatalf("README.md lacks the markers of outboxd %s's reference: put these two lines where its table belongs,\n"+
+				"then run go test ./cmd/outboxd -run TestReadmeReference -update\n%s\n%s", command, begin, end)
 		}
 		want := begin + "\n" + referenceTable(t, command) + end
 		if got := readme[i : j+len(end)]; got != want {

@@ -4,6 +4,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// runSettingsAnnotation marks a command that takes run's settings.
+const runSettingsAnnotation = "outboxd/run-settings"
+
 // withRunSettings gives cmd every setting of `outboxd run` (flags,
 // environment variables, config file, validation) and calls run with them parsed. The
 // commands that inspect or repair what a relay uses (status, slot) take
@@ -11,6 +14,10 @@ import (
 // database, slot, stream and checkpoint.
 func withRunSettings(cmd *cobra.Command, run func(cmd *cobra.Command, cfg runConfig) error) *cobra.Command {
 	cfg := defaultRunConfig()
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[runSettingsAnnotation] = "true"
 	cmd.PreRunE = applySettings
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.validate(); err != nil {
