@@ -106,6 +106,9 @@ func checkPositive(t *testing.T, r *Results) {
 	positive("polling drain", r.Polling[0].Rate)
 	for _, s := range r.Steady {
 		positive(s.Relay+" achieved", s.Achieved)
+		if s.Undelivered != 0 {
+			t.Errorf("%s: %d events never reached the consumer", s.Relay, s.Undelivered)
+		}
 		positive(s.Relay+" p50", s.Latency.P50)
 		positive(s.Relay+" p99", s.Latency.P99)
 		positive(s.Relay+" p99.9", s.Latency.P999)

@@ -58,22 +58,24 @@ func (l *latencies) count() int {
 }
 
 // waitFor waits until n messages arrived or timeout passed, then stops the
-// consumer.
-func (l *latencies) waitFor(ctx context.Context, n int, timeout time.Duration) error {
+// consumer and returns how many arrived. A relay that fell behind the
+// offered load and has not caught up by then is a result, not an error:
+// the latencies then cover what arrived, and the table says how much that
+// was.
+func (l *latencies) waitFor(ctx context.Context, n int, timeout time.Duration) (int, error) {
 	defer l.stop()
 	deadline := time.Now().Add(timeout)
-	for l.count() < n {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the consumer received %d of %d messages within %s", l.count(), n, timeout)
-		}
+	for l.count() < n && time.Now().Before(deadline) {
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
+			return l.count(), err
 		}
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.bad > 0 {
-		return fmt.Errorf("%d messages had no parsable %s header", l.bad, commitTimeHeader)
+		return len(l.samples), fmt.Errorf("%d messages had no parsable %s header", l.bad, commitTimeHeader)
 	}
-	return nil
+	return len(l.samples), nil
 }
 
 // percentiles are latencies in milliseconds.

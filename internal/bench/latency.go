@@ -9,22 +9,25 @@ import (
 
 // steady is one steady-state run: a relay under an offered load.
 type steady struct {
-	Offered  offered     `json:"offered"`
-	Latency  percentiles `json:"latency"`
-	LagBytes int64       `json:"slot_lag_bytes_at_end"` // outboxd only
-	Unsent   int64       `json:"unsent_rows_at_end"`    // polling relay only
-	CPU      cpuSplit    `json:"cpu_cores"`
-	PGLoad   pgLoad      `json:"pg_load"`
-	PeakRSS  int64       `json:"peak_rss_bytes"`
+	Offered offered `json:"offered"`
+	// Delivered is how many of the Offered.Sent events reached the
+	// consumer by catchUp after the load ended.
+	Delivered int         `json:"delivered"`
+	Latency   percentiles `json:"latency"`
+	LagBytes  int64       `json:"slot_lag_bytes_at_end"` // outboxd only
+	Unsent    int64       `json:"unsent_rows_at_end"`    // polling relay only
+	CPU       cpuSplit    `json:"cpu_cores"`
+	PGLoad    pgLoad      `json:"pg_load"`
+	PeakRSS   int64       `json:"peak_rss_bytes"`
 	// HistogramP99 is outboxd's own commit→PubAck histogram's p99, as the
 	// upper bound of its bucket (buckets double from 1 ms): a cross-check
 	// of the consumer's figure. outboxd only.
 	HistogramP99 float64 `json:"histogram_p99_upper_bound_ms,omitempty"`
 }
 
-// deliveryTimeout is how long after the load ends the consumer waits for
-// the last messages.
-const deliveryTimeout = time.Minute
+// catchUp is how long after the load ends the consumer waits for the last
+// messages of a relay that fell behind.
+const catchUp = 2 * time.Minute
 
 // steadyOutboxd offers rate events/s to outboxd (default settings but for
 // the slot, stream and checkpoint bucket) and measures at a consumer.
@@ -107,7 +110,7 @@ func (e *env) underLoad(ctx context.Context, p *proc, table, stream string, rate
 		lat.stop()
 		return steady{}, err
 	}
-	if err := lat.waitFor(ctx, s.Offered.Sent, deliveryTimeout); err != nil {
+	if s.Delivered, err = lat.waitFor(ctx, s.Offered.Sent, catchUp); err != nil {
 		return steady{}, err
 	}
 	after, err := e.readPGCounters(ctx, table)

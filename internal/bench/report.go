@@ -101,6 +101,9 @@ func (r *Results) WriteTable(w io.Writer) {
 			if s.Relay == "polling" {
 				backlog = fmt.Sprintf("%s unsent rows", count(int(s.Unsent)))
 			}
+			if s.Undelivered > 0 {
+				backlog += fmt.Sprintf("; %s events still undelivered 2 min after the load (latencies cover those delivered)", count(s.Undelivered))
+			}
 			hist := "—"
 			if s.HistogramP99 > 0 {
 				hist = fmt.Sprintf("≤ %g ms", s.HistogramP99)

@@ -111,8 +111,11 @@ type SteadyCase struct {
 	Rate  int      `json:"offered_per_sec"`
 	Runs  []steady `json:"runs"`
 	// Medians over the runs.
-	Achieved float64     `json:"achieved_per_sec"`
-	Latency  percentiles `json:"latency"`
+	Achieved float64 `json:"achieved_per_sec"`
+	// Undelivered is the most events any run had not delivered when the
+	// consumer stopped waiting (2 minutes after the load).
+	Undelivered int         `json:"undelivered"`
+	Latency     percentiles `json:"latency"`
 	// HistogramP99 is the median of outboxd's own p99 bucket bounds.
 	HistogramP99 float64  `json:"histogram_p99_upper_bound_ms,omitempty"`
 	LagBytes     float64  `json:"slot_lag_bytes_at_end"`
@@ -184,6 +187,9 @@ func (s *SteadyCase) summarize() {
 		P99:  f(func(r steady) float64 { return r.Latency.P99 }),
 		P999: f(func(r steady) float64 { return r.Latency.P999 }),
 		Max:  f(func(r steady) float64 { return r.Latency.Max }),
+	}
+	for _, r := range s.Runs {
+		s.Undelivered = max(s.Undelivered, r.Offered.Sent-r.Delivered)
 	}
 	s.HistogramP99 = f(func(r steady) float64 { return r.HistogramP99 })
 	s.LagBytes = f(func(r steady) float64 { return float64(r.LagBytes) })
