@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,11 +113,18 @@ func TestColumnsOutboxMessages(t *testing.T) {
 // bytes unchanged, the event type header, no aggregate id header.
 func (e *env) streamMapped(rows []mappedRow, insert func(*pgx.Conn, pgx.Tx, mappedRow) error, args ...string) []message {
 	e.t.Helper()
-	p := e.start(e.args(args...)...)
+	return e.streamMappedBatches(rows, insert, [][]mappedRow{rows[:3], rows[3:4], rows[4:]}, e.args(args...)...)
+}
+
+// streamMappedBatches is streamMapped with the transactions given and the
+// whole command line.
+func (e *env) streamMappedBatches(rows []mappedRow, insert func(*pgx.Conn, pgx.Tx, mappedRow) error, txs [][]mappedRow, args ...string) []message {
+	e.t.Helper()
+	p := e.start(args...)
 	e.waitStreaming(p)
 	conn := e.connect()
 	ctx := context.Background()
-	for _, batch := range [][]mappedRow{rows[:3], rows[3:4], rows[4:]} {
+	for _, batch := range txs {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			for _, r := range batch {
 				if err := insert(conn, tx, r); err != nil {
@@ -197,4 +205,25 @@ func TestColumnsBadInput(t *testing.T) {
 			e.expectExit(e.args(append(table, tt.args...)...), tt.want...)
 		})
 	}
+}
+
+// TestColumnsPublicationFix: for a mixed-case table without a publication,
+// outboxd's error gives SQL that quotes the name, and running that SQL is
+// all it takes to stream.
+func TestColumnsPublicationFix(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), false)
+	table, _, _ := strings.Cut(outboxMessageTable, ";")
+	e.pg.Exec(t, e.dsn, table)
+	args := e.args("--table", `public."OutboxMessage"`, "--columns", outboxMessageColumns, "--subject", "orders.{Topic}")
+	const fix = `CREATE PUBLICATION "outboxd" FOR TABLE "public"."OutboxMessage" WITH (publish = 'insert')`
+	e.expectExit(args, `publication "outboxd": does not exist`, fix)
+
+	e.pg.Exec(t, e.dsn, fix)
+	rows := mappedRows()[:1]
+	insert := func(_ *pgx.Conn, tx pgx.Tx, r mappedRow) error {
+		_, err := tx.Exec(context.Background(), `INSERT INTO "OutboxMessage" ("Id", "AggregateType", "Topic", "Payload")
+			VALUES ($1, $2, $3, $4)`, r.id, r.aggregate, r.typ, r.payload)
+		return err
+	}
+	e.streamMappedBatches(rows, insert, [][]mappedRow{rows}, args...)
 }
