@@ -32,7 +32,8 @@ const headerBackfill = "Outbox-Backfill"
 // backfill still accepts them, so one set of flags or OUTBOXD_* variables
 // serves both commands, but hides them from its help.
 var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-interval", "shutdown-timeout",
-	"standby-retry", "heartbeat-interval", "pg-streaming", "spool-dir", "allow-gap", "nats-monitor-url"}
+	"standby-retry", "heartbeat-interval", "pg-streaming", "spool-dir", "allow-gap", "nats-monitor-url",
+	"retention", "retention-batch", "retention-pause", "retention-wait"}
 
 // backfillConfig is `outboxd backfill`'s settings: run's, and the predicate.
 type backfillConfig struct {

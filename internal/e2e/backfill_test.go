@@ -396,7 +396,8 @@ func TestBackfillBadInput(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, e)
 			}
-			e.expectExit(tt.args(e), tt.want...)
+			out := e.expectExit(tt.args(e), tt.want...)
+			t.Logf("output:\n%s", tail(out, 3))
 			if got := e.slotExists(); got != tt.keepSlot {
 				t.Errorf("slot exists after the failure: %v, want %v", got, tt.keepSlot)
 			}
