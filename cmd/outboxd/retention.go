@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -49,6 +50,7 @@ type retention struct {
 	age       time.Duration // rows younger than this (by createdAt) stay
 	batch     int
 	durable   func() pglogrepl.LSN // the checkpointer's: saved, never ahead of the store
+	counted   interface{ RetentionDeleted(rows int64) }
 	// poll is how often a round checks whether the horizon is confirmed.
 	poll time.Duration
 	// hold is how long a round keeps its snapshot open waiting for the
@@ -58,11 +60,11 @@ type retention struct {
 	hold time.Duration
 }
 
-func newRetention(cfg runConfig, durable func() pglogrepl.LSN, log zerolog.Logger) *retention {
+func newRetention(cfg runConfig, durable func() pglogrepl.LSN, metrics *telemetry.Metrics, log zerolog.Logger) *retention {
 	r := &retention{
 		pgPeriodic: pgPeriodic{pgURL: cfg.PGURL, interval: cfg.RetentionPause, what: "retention",
 			log: log.With().Str("component", "retention").Logger()},
-		table: cfg.table, age: cfg.retentionAge, batch: cfg.RetentionBatch, durable: durable,
+		table: cfg.table, age: cfg.retentionAge, batch: cfg.RetentionBatch, durable: durable, counted: metrics,
 		poll: 20 * time.Millisecond, hold: cfg.RetentionWait,
 	}
 	if column, ok := cfg.columns.Mapped("created_at"); ok {
@@ -111,6 +113,7 @@ func (r *retention) round(ctx context.Context, conn *pgx.Conn) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("delete from %s: %w", r.table, err)
 	}
+	r.counted.RetentionDeleted(tag.RowsAffected())
 	r.log.Debug().Int64("deleted", tag.RowsAffected()).Str("horizon", horizon.String()).Msg("retention round")
 	return nil
 }

@@ -128,7 +128,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish,
 		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	if cfg.retentionOn {
-		p.retention = newRetention(cfg, ckpt.Durable, log)
+		p.retention = newRetention(cfg, ckpt.Durable, obs.metrics, log)
 	}
 	if cfg.Heartbeat > 0 {
 		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",

@@ -83,6 +83,9 @@ func TestRetentionKeepsUnpublishedRows(t *testing.T) {
 	e.nats.Restart(t)
 	e.waitRowCount(conn, p, 0, time.Minute)
 	e.verify(e.js(), check, time.Minute)
+	if got, _ := metric(scrape(t, p.metricsURL()), "outboxd_retention_deleted_rows_total"); got != float64(check.Count()) {
+		t.Errorf("outboxd_retention_deleted_rows_total = %v, want %d", got, check.Count())
+	}
 	p.stopCleanly()
 }
 

@@ -47,6 +47,7 @@ type Metrics struct {
 	lag           prometheus.Gauge
 	retained      prometheus.Gauge
 	standby       prometheus.Gauge
+	retentionRows prometheus.Counter
 
 	progress atomic.Pointer[Progress]
 	// The last values of a detached session, shown until the next attaches.
@@ -87,6 +88,8 @@ func NewMetrics(stream string) *Metrics {
 		"pg_current_wal_lsn() minus the slot's restart_lsn: WAL the server keeps for this slot.")
 	m.standby = f.gauge("outboxd_standby",
 		"1 while this outboxd stands by because another process holds the slot, 0 otherwise.")
+	m.retentionRows = f.counter("outboxd_retention_deleted_rows_total",
+		"Confirmed rows --retention deleted from the outbox table.")
 	f.gaugeFunc("outboxd_in_flight_messages", "Messages published but not yet acknowledged.", func() float64 {
 		if p := m.progress.Load(); p != nil {
 			return float64((*p).InFlight())
@@ -150,6 +153,9 @@ func (m *Metrics) PublishFailed(reason string) { m.publishErrors.WithLabelValues
 
 // Reconnected counts a reconnection to target (TargetReplication or TargetNATS).
 func (m *Metrics) Reconnected(target string) { m.reconnects.WithLabelValues(target).Inc() }
+
+// RetentionDeleted counts rows --retention deleted.
+func (m *Metrics) RetentionDeleted(rows int64) { m.retentionRows.Add(float64(rows)) }
 
 // SetSlotWAL records the slot's lag and retained WAL, in bytes.
 func (m *Metrics) SetSlotWAL(lag, retained int64) {
