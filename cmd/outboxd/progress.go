@@ -27,6 +27,7 @@ type backfillProgress struct {
 	bar      *progressbar.ProgressBar
 	out      io.Writer
 	lastLine time.Time
+	shown    int64 // the count of the last line, -1 before the first
 }
 
 func isTerminal(f *os.File) bool {
@@ -34,7 +35,7 @@ func isTerminal(f *os.File) bool {
 }
 
 func newProgress(out io.Writer, terminal bool, total int64) *backfillProgress {
-	p := &backfillProgress{total: total, start: time.Now(), out: out}
+	p := &backfillProgress{total: total, start: time.Now(), out: out, shown: -1}
 	if terminal {
 		p.bar = progressbar.NewOptions64(total,
 			progressbar.OptionSetWriter(out),
@@ -78,13 +79,15 @@ func (p *backfillProgress) finish() int64 {
 		}
 		return done
 	}
-	p.line(done)
+	if done != p.shown {
+		p.line(done)
+	}
 	return done
 }
 
 // line writes "backfill: done/total rows (pct), rate rows/s, ETA d".
 func (p *backfillProgress) line(done int64) {
-	p.lastLine = time.Now()
+	p.lastLine, p.shown = time.Now(), done
 	elapsed := time.Since(p.start)
 	pct, rate := 100.0, 0.0
 	if p.total > 0 {

@@ -316,11 +316,12 @@ func (e *env) slotExists() bool {
 // created behind.
 func TestBackfillBadInput(t *testing.T) {
 	tests := []struct {
-		name     string
-		setup    func(t *testing.T, e *env)
-		args     func(e *env) []string
-		want     []string
-		keepSlot bool // the slot existed before: backfill must not drop it
+		name      string
+		setup     func(t *testing.T, e *env)
+		args      func(e *env) []string
+		want      []string
+		keepSlot  bool // the slot existed before: backfill must not drop it
+		published int  // messages the setup put in the stream
 	}{
 		{
 			name: "empty predicate",
@@ -383,6 +384,28 @@ func TestBackfillBadInput(t *testing.T) {
 			keepSlot: true,
 		},
 		{
+			name: "no table",
+			args: func(e *env) []string { return e.backfillArgs("--create-stream", "--table", "", "--where", "true") },
+			want: []string{"--table is empty: backfill reads the rows of an outbox table"},
+		},
+		{
+			name: "checkpoint of an earlier slot",
+			setup: func(t *testing.T, e *env) {
+				// A run that published one event saved a checkpoint.
+				run := e.start(e.args()...)
+				e.waitStreaming(run)
+				if _, err := e.newWriter(checker.New(), 1).tx(context.Background(), 1, true); err != nil {
+					t.Fatal(err)
+				}
+				e.readStream(e.js(), 1, 30*time.Second)
+				run.stopCleanly()
+				e.pg.Exec(t, e.dsn, "SELECT pg_drop_replication_slot($1)", e.slot)
+			},
+			args:      func(e *env) []string { return e.backfillArgs("--create-stream", "--where", pendingWhere) },
+			want:      []string{"checkpoint kv:outboxd/", "already holds position", "pass another --slot"},
+			published: 1,
+		},
+		{
 			name: "stream missing",
 			args: func(e *env) []string { return e.backfillArgs("--where", pendingWhere) },
 			want: []string{fmt.Sprintf("stream %q does not exist", streamName), "--create-stream"},
@@ -402,8 +425,8 @@ func TestBackfillBadInput(t *testing.T) {
 				t.Errorf("slot exists after the failure: %v, want %v", got, tt.keepSlot)
 			}
 			if stream, err := e.js().Stream(context.Background(), streamName); err == nil {
-				if n := stream.CachedInfo().State.Msgs; n != 0 {
-					t.Errorf("stream holds %d messages after a failed backfill, want 0", n)
+				if n := stream.CachedInfo().State.Msgs; n != uint64(tt.published) {
+					t.Errorf("stream holds %d messages after a failed backfill, want %d", n, tt.published)
 				}
 			}
 		})
