@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -93,6 +94,11 @@ type PreflightConfig struct {
 	// CheckColumns, when set, checks the table's columns as the catalog
 	// lists them (in column order); its error is returned as it is.
 	CheckColumns func([]Column) error
+	// Read names the columns outboxd reads (mapped ones, subject
+	// placeholders). On PostgreSQL 15+, a publication column list must not
+	// leave out any of those that are columns of the table: the Relation
+	// message would lack it, and the first row would stop outboxd.
+	Read []string
 }
 
 // Column is one column of the outbox table as the catalog has it.
@@ -142,27 +148,36 @@ func checkWALLevel(ctx context.Context, conn *pgx.Conn, _ PreflightConfig) error
 	return nil
 }
 
-func checkTable(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
-	if cfg.Table == (Table{}) {
-		return nil
-	}
+// readColumns lists a table's columns in order; none when it does not exist.
+func readColumns(ctx context.Context, conn *pgx.Conn, table Table) ([]Column, error) {
 	rows, err := conn.Query(ctx, `
 		SELECT a.attname, a.atttypid FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`,
-		cfg.Table.Schema, cfg.Table.Name)
+		table.Schema, table.Name)
 	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", cfg.Table, err)
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
 	}
-	have, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Column, error) {
+	cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Column, error) {
 		var c Column
 		err := row.Scan(&c.Name, &c.Type)
 		return c, err
 	})
 	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", cfg.Table, err)
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	return cols, nil
+}
+
+func checkTable(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
+	if cfg.Table == (Table{}) {
+		return nil
+	}
+	have, err := readColumns(ctx, conn, cfg.Table)
+	if err != nil {
+		return err
 	}
 	if len(have) == 0 {
 		return &PreflightError{
@@ -205,6 +220,44 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) 
 	if !covered {
 		return &PreflightError{Object: object, Problem: "does not contain table " + cfg.Table.String(),
 			Fix: fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), cfg.Table)}
+	}
+	return checkColumnList(ctx, conn, cfg)
+}
+
+// checkColumnList checks that a publication column list (PostgreSQL 15+)
+// publishes every column outboxd reads.
+func checkColumnList(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
+	if len(cfg.Read) == 0 {
+		return nil
+	}
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("read server_version_num: %w", err)
+	}
+	if version < 150000 {
+		return nil // column lists came with PostgreSQL 15
+	}
+	var published []string
+	if err := conn.QueryRow(ctx, `SELECT attnames FROM pg_publication_tables
+		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`,
+		cfg.Publication, cfg.Table.Schema, cfg.Table.Name).Scan(&published); err != nil {
+		return fmt.Errorf("read the column list of publication %q: %w", cfg.Publication, err)
+	}
+	cols, err := readColumns(ctx, conn, cfg.Table)
+	if err != nil {
+		return err
+	}
+	for _, name := range cfg.Read {
+		isColumn := slices.ContainsFunc(cols, func(c Column) bool { return c.Name == name })
+		if isColumn && !slices.Contains(published, name) {
+			pub := pgx.Identifier{cfg.Publication}.Sanitize()
+			return &PreflightError{
+				Object: fmt.Sprintf("publication %q", cfg.Publication),
+				Problem: fmt.Sprintf("publishes only the columns %s of table %s, not %q, which outboxd reads (--columns or --subject)",
+					strings.Join(published, ", "), cfg.Table, name),
+				Fix: fmt.Sprintf("publish every column: ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s", pub, cfg.Table, pub, cfg.Table),
+			}
+		}
 	}
 	return nil
 }

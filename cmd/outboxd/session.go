@@ -164,7 +164,7 @@ func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error
 	defer conn.Close(context.WithoutCancel(ctx))
 	slot, err := replication.Preflight(ctx, conn, replication.PreflightConfig{
 		Slot: cfg.Slot, Publication: cfg.Publication, Table: cfg.table,
-		CheckColumns: cfg.checkColumns,
+		CheckColumns: cfg.checkColumns, Read: append(cfg.columns.Names(), cfg.template.Columns()...),
 	})
 	if err == nil && cfg.retentionOn {
 		err = checkRetention(ctx, conn, cfg.table)

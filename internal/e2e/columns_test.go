@@ -172,9 +172,10 @@ func checkMapped(m message, r mappedRow) error {
 func TestColumnsBadInput(t *testing.T) {
 	table := []string{"--table", `"OutboxMessage"`, "--subject", "orders.{Topic}"}
 	tests := []struct {
-		name string
-		args []string
-		want []string
+		name  string
+		setup string // SQL instead of outboxMessageTable
+		args  []string
+		want  []string
 	}{
 		{name: "unknown field", args: []string{"--columns", "id=Id,evnt_type=Topic,payload=Payload"},
 			want: []string{"--columns", `unknown field "evnt_type"`, "use id, aggregate_type, aggregate_id, event_type, payload, headers, created_at"}},
@@ -194,6 +195,13 @@ func TestColumnsBadInput(t *testing.T) {
 			want: []string{`column "Status" has type integer, but field id accepts uuid, text or varchar`}},
 		{name: "placeholder of no column", args: []string{"--columns", outboxMessageColumns, "--subject", "orders.{topic}"},
 			want: []string{`--subject "orders.{topic}"`, "has placeholder {topic}, which is no column", "exact case"}},
+		{name: "publication column list leaves a mapped column out", args: []string{"--columns", outboxMessageColumns},
+			setup: strings.Replace(outboxMessageTable, `FOR TABLE "OutboxMessage"`, `FOR TABLE "OutboxMessage" ("Id", "Topic", "Payload", "CreatedAt")`, 1),
+			want: []string{`publication "outboxd": publishes only the columns Id, Topic, Payload, CreatedAt of table "public"."OutboxMessage", not "AggregateType"`,
+				`ALTER PUBLICATION "outboxd" DROP TABLE "public"."OutboxMessage"; ALTER PUBLICATION "outboxd" ADD TABLE "public"."OutboxMessage"`}},
+		{name: "publication column list leaves a placeholder column out", args: []string{"--columns", "id=Id,payload=Payload", "--subject", "orders.{Topic}"},
+			setup: strings.Replace(outboxMessageTable, `FOR TABLE "OutboxMessage"`, `FOR TABLE "OutboxMessage" ("Id", "Payload")`, 1),
+			want:  []string{`not "Topic", which outboxd reads`}},
 		{name: "default subject needs an unmapped field", args: []string{"--columns", "id=Id,event_type=Topic,payload=Payload", "--subject", "outbox.{aggregate_type}.{event_type}"},
 			want: []string{"placeholder {aggregate_type}", "a field --columns does not map"}},
 	}
@@ -201,7 +209,11 @@ func TestColumnsBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, pg, false)
-			e.pg.Exec(t, e.dsn, outboxMessageTable)
+			setup := outboxMessageTable
+			if tt.setup != "" {
+				setup = tt.setup
+			}
+			e.pg.Exec(t, e.dsn, setup)
 			e.expectExit(e.args(append(table, tt.args...)...), tt.want...)
 		})
 	}
