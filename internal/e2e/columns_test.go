@@ -32,6 +32,7 @@ const (
 // must carry.
 type mappedRow struct {
 	id        uuid.UUID
+	textID    string // the id as the table holds it, when not id's text form
 	aggregate string // "" when the table has no aggregate type
 	typ       string
 	payload   string
@@ -151,8 +152,12 @@ func (e *env) streamMappedBatches(rows []mappedRow, insert func(*pgx.Conn, pgx.T
 }
 
 func checkMapped(m message, r mappedRow) error {
-	if got := m.Header.Get(jetstream.MsgIDHeader); got != r.id.String() {
-		return fmt.Errorf("Nats-Msg-Id %q, want %q (commit order broken?)", got, r.id)
+	id := r.id.String()
+	if r.textID != "" {
+		id = r.textID
+	}
+	if got := m.Header.Get(jetstream.MsgIDHeader); got != id {
+		return fmt.Errorf("Nats-Msg-Id %q, want %q (commit order broken?)", got, id)
 	}
 	if !bytes.Equal(m.Data, []byte(r.payload)) {
 		return fmt.Errorf("body %q, want the payload column's bytes %q", m.Data, r.payload)
@@ -238,4 +243,28 @@ func TestColumnsPublicationFix(t *testing.T) {
 		return err
 	}
 	e.streamMappedBatches(rows, insert, [][]mappedRow{rows}, args...)
+}
+
+// TestColumnsByteaPayload streams a table with a text id, a varchar type
+// and a bytea payload: the body is the payload's raw bytes, NUL and
+// non-UTF-8 bytes included, and Nats-Msg-Id is the text id.
+func TestColumnsByteaPayload(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), false)
+	e.pg.Exec(t, e.dsn, `CREATE TABLE "Events" ("EventId" text PRIMARY KEY, "Kind" varchar(100), "Body" bytea);
+		CREATE PUBLICATION outboxd FOR TABLE "Events" WITH (publish = 'insert')`)
+	payloads := []string{"\x00\x01\xfe\xff", "\x08\x96\x01\x12\x07testing", "", "plain \\x text"}
+	rows := make([]mappedRow, len(payloads))
+	for i, p := range payloads {
+		rows[i] = mappedRow{id: uuid.New(), typ: "Proto", payload: p}
+	}
+	insert := func(_ *pgx.Conn, tx pgx.Tx, r mappedRow) error {
+		_, err := tx.Exec(context.Background(), `INSERT INTO "Events" ("EventId", "Kind", "Body") VALUES ($1, $2, $3)`,
+			"evt-"+r.id.String(), r.typ, []byte(r.payload))
+		return err
+	}
+	for i := range rows {
+		rows[i].textID = "evt-" + rows[i].id.String()
+	}
+	e.streamMappedBatches(rows, insert, [][]mappedRow{rows[:2], rows[2:]}, e.args("--table", `"Events"`,
+		"--columns", "id=EventId,event_type=Kind,payload=Body", "--subject", "bin.{Kind}")...)
 }
