@@ -56,6 +56,8 @@ func TestRelayStopsEveryGoroutine(t *testing.T) {
 	cfg.PGURL, cfg.NATSURL, cfg.CreateStream = dsn, ns.URL(), true
 	cfg.MetricsAddr = freeAddr(t)
 	cfg.StatusInterval, cfg.ShutdownTimeout = 100*time.Millisecond, 10*time.Second
+	// Retention's goroutine and connection must stop with the rest.
+	cfg.Retention, cfg.RetentionPause = "0s", 50*time.Millisecond
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +105,10 @@ func TestRelayStopsEveryGoroutine(t *testing.T) {
 		t.Errorf("status page without a chart:\n%s", page)
 	}
 	get(t, client, "http://"+cfg.MetricsAddr+"/status.json")
+	waitUntil(t, 30*time.Second, "retention emptied the table", func() bool {
+		var n int
+		return conn.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&n) == nil && n == 0
+	})
 
 	stopRelay()
 	select {
