@@ -65,13 +65,24 @@ type SnapshotQuery struct {
 	Where string
 	// OrderBy are the columns the rows are read in order of (unquoted).
 	OrderBy []string
+	// Publication is the publication run streams. Its row filter on the
+	// table (PostgreSQL 15+), if any, is ANDed to Where, so backfill
+	// publishes no row the stream would leave out.
+	Publication string
 }
 
-// from is the query's FROM and WHERE clauses. The predicate stands on
-// lines of its own, so a trailing -- comment cannot swallow the
-// parenthesis.
-func (q SnapshotQuery) from() string {
-	return " FROM " + q.Table.String() + " WHERE (\n" + q.Where + "\n)"
+// wherePrefix is what precedes the predicate after the SELECT list. The
+// predicate stands on lines of its own, so a trailing -- comment cannot
+// swallow the parenthesis.
+func (q SnapshotQuery) wherePrefix() string { return " FROM " + q.Table.String() + " WHERE (\n" }
+
+// from is the query's FROM and WHERE clauses.
+func (r *SnapshotRead) from() string {
+	from := r.q.wherePrefix() + r.q.Where + "\n)"
+	if r.rowFilter != "" {
+		from += " AND (" + r.rowFilter + ")"
+	}
+	return from
 }
 
 // PredicateError is a --where predicate PostgreSQL refused. It names the
@@ -98,9 +109,10 @@ type SnapshotColumn struct {
 // TimeZone UTC, bytea_output hex), so values read the same as pgoutput
 // sends them. Its methods must be called from one goroutine at a time.
 type SnapshotRead struct {
-	conn    *pgconn.PgConn
-	q       SnapshotQuery
-	columns []SnapshotColumn
+	conn      *pgconn.PgConn
+	q         SnapshotQuery
+	columns   []SnapshotColumn
+	rowFilter string // the publication's, "" for none
 }
 
 // BeginSnapshotRead connects, begins the transaction, imports the named
@@ -138,8 +150,34 @@ func BeginSnapshotRead(ctx context.Context, connString, snapshot string, q Snaps
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("read the columns of %s: %w", q.Table, err)
 	}
+	if err := r.readRowFilter(ctx); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	return r, nil
 }
+
+// readRowFilter reads the publication's row filter on the table; servers
+// before PostgreSQL 15 have none.
+func (r *SnapshotRead) readRowFilter(ctx context.Context) error {
+	if r.q.Publication == "" || serverMajor(r.conn) < 15 {
+		return nil
+	}
+	res := r.conn.ExecParams(ctx, `SELECT coalesce(rowfilter, '') FROM pg_publication_tables
+		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`,
+		[][]byte{[]byte(r.q.Publication), []byte(r.q.Table.Schema), []byte(r.q.Table.Name)}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return fmt.Errorf("read the row filter of publication %q: %w", r.q.Publication, res.Err)
+	}
+	if len(res.Rows) == 1 {
+		r.rowFilter = string(res.Rows[0][0])
+	}
+	return nil
+}
+
+// RowFilter is the publication's row filter on the table that the read
+// applies besides the predicate, "" for none.
+func (r *SnapshotRead) RowFilter() string { return r.rowFilter }
 
 // Columns are the table's columns, in table order: the values of each row.
 func (r *SnapshotRead) Columns() []SnapshotColumn { return r.columns }
@@ -147,14 +185,14 @@ func (r *SnapshotRead) Columns() []SnapshotColumn { return r.columns }
 // Check runs the predicate on no rows: a predicate PostgreSQL cannot
 // parse or plan fails here with a *PredicateError.
 func (r *SnapshotRead) Check(ctx context.Context) error {
-	prefix := "SELECT *" + r.q.from()
+	prefix := "SELECT *" + r.from()
 	res := r.conn.ExecParams(ctx, prefix+" LIMIT 0", nil, nil, nil, nil).Read()
 	return r.predicateError(res.Err, len("SELECT *"))
 }
 
 // Count counts the rows the predicate selects.
 func (r *SnapshotRead) Count(ctx context.Context) (int64, error) {
-	res := r.conn.ExecParams(ctx, "SELECT count(*)"+r.q.from(), nil, nil, nil, nil).Read()
+	res := r.conn.ExecParams(ctx, "SELECT count(*)"+r.from(), nil, nil, nil, nil).Read()
 	if err := r.predicateError(res.Err, len("SELECT count(*)")); err != nil {
 		return 0, err
 	}
@@ -172,7 +210,7 @@ func (r *SnapshotRead) Count(ctx context.Context) (int64, error) {
 // values (nil for NULL), which are valid only during the call. It stops
 // at the first error each returns, or when ctx is done.
 func (r *SnapshotRead) Rows(ctx context.Context, each func(values [][]byte) error) error {
-	sql := "SELECT *" + r.q.from()
+	sql := "SELECT *" + r.from()
 	if len(r.q.OrderBy) > 0 {
 		order := make([]string, len(r.q.OrderBy))
 		for i, c := range r.q.OrderBy {
@@ -217,7 +255,7 @@ func (r *SnapshotRead) predicateError(err error, selectLen int) error {
 	fix := "correct the predicate; it runs as SELECT * FROM " + r.q.Table.String() + " WHERE (<predicate>)"
 	switch pgErr.Code {
 	case "42601": // syntax error
-		start := utf8.RuneCountInString(r.q.from()[:len(r.q.from())-len(r.q.Where)-2]) + selectLen
+		start := utf8.RuneCountInString(r.q.wherePrefix()) + selectLen
 		switch at := int(pgErr.Position) - start; {
 		case at >= 1 && at <= utf8.RuneCountInString(r.q.Where):
 			problem = fmt.Sprintf("has a syntax error at character %d: %s (SQLSTATE %s)", at, pgErr.Message, pgErr.Code)

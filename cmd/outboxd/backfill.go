@@ -232,7 +232,8 @@ func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetSt
 	if err != nil {
 		return 0, err
 	}
-	log.Info().Int64("rows", total).Str("where", cfg.Where).Msg("publishing the snapshot's rows")
+	log.Info().Int64("rows", total).Str("where", cfg.Where).Str("publication_row_filter", read.RowFilter()).
+		Msg("publishing the snapshot's rows")
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
 		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
 		Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
@@ -266,7 +267,7 @@ func (cfg backfillConfig) snapshotQuery() replication.SnapshotQuery {
 		order = append(order, cols.CreatedAt)
 	}
 	order = append(order, cols.ID)
-	return replication.SnapshotQuery{Table: cfg.table, Where: cfg.Where, OrderBy: order}
+	return replication.SnapshotQuery{Table: cfg.table, Where: cfg.Where, OrderBy: order, Publication: cfg.Publication}
 }
 
 // snapshotReader maps the read's rows to events with the decoder that run

@@ -539,3 +539,34 @@ func TestBackfillOutboxMessages(t *testing.T) {
 	}
 	run.stopCleanly()
 }
+
+// TestBackfillPublicationRowFilter: a publication with a row filter
+// leaves rows out of the stream, and backfill leaves the same rows out.
+func TestBackfillPublicationRowFilter(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	e.pg.Exec(t, e.dsn, `ALTER PUBLICATION outboxd SET TABLE outbox WHERE (aggregate_type <> 'invoice')`)
+	w := e.newWriter(checker.New(), 3)
+	rows, err := w.tx(context.Background(), 30, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, r := range rows {
+		if r.AggregateType != "invoice" {
+			want[r.ID.String()] = true
+		}
+	}
+	out := e.runOK(e.backfillArgs("--create-stream", "--where", "true")...)
+	if s := fmt.Sprintf("backfilled %d rows", len(want)); !strings.Contains(out, s) {
+		t.Errorf("backfill output lacks %q:\n%s", s, out)
+	}
+	msgs := e.readStream(e.js(), len(want), 30*time.Second)
+	if len(msgs) != len(want) {
+		t.Fatalf("stream holds %d messages, want the %d rows the publication publishes", len(msgs), len(want))
+	}
+	for _, m := range msgs {
+		if id := m.Header.Get(jetstream.MsgIDHeader); !want[id] {
+			t.Errorf("backfill published %s (%s), which the publication's row filter leaves out", id, m.Header.Get(sink.HeaderAggregateType))
+		}
+	}
+}
