@@ -109,7 +109,7 @@ func defaultRunConfig() runConfig {
 		StandbyRetry:    2 * time.Second,
 		Retention:       retentionOff,
 		RetentionBatch:  1000,
-		RetentionPause:  time.Second,
+		RetentionPause:  100 * time.Millisecond,
 		RetentionWait:   time.Minute,
 		PGStreaming:     true,
 		LogLevel:        "info",
@@ -151,7 +151,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.StandbyRetry, "standby-retry", c.StandbyRetry, "while another outboxd holds the slot, how often to try to take it over (100ms-1m)")
 	fs.StringVar(&c.Retention, "retention", c.Retention, "delete rows once they are confirmed (published, acknowledged, checkpointed) and at least this old by their created_at, e.g. 168h; 0s deletes them as soon as they are confirmed and needs no created_at; off keeps every row")
 	fs.IntVar(&c.RetentionBatch, "retention-batch", c.RetentionBatch, "most rows --retention deletes at a time (1-100000)")
-	fs.DurationVar(&c.RetentionPause, "retention-pause", c.RetentionPause, "pause between two --retention batches (10ms-1h)")
+	fs.DurationVar(&c.RetentionPause, "retention-pause", c.RetentionPause, "pause between two --retention batches (10ms-1h); with --retention-batch it caps the rate (10,000 rows/s by default)")
 	fs.DurationVar(&c.RetentionWait, "retention-wait", c.RetentionWait, "how long a --retention batch keeps its snapshot open waiting for the confirmed position to reach it; past that it deletes nothing and the next one tries (1s-1h)")
 	fs.DurationVar(&c.Heartbeat, "heartbeat-interval", c.Heartbeat, "write a logical decoding heartbeat this often so a slot on a database busy with other tables keeps advancing (0 = off; 1s-1h)")
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit, and never publishes aborted ones")

@@ -10,7 +10,7 @@ func TestRetentionSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.retentionOn || cfg.RetentionBatch != 1000 || cfg.RetentionPause != time.Second || cfg.RetentionWait != time.Minute {
+	if cfg.retentionOn || cfg.RetentionBatch != 1000 || cfg.RetentionPause != 100*time.Millisecond || cfg.RetentionWait != time.Minute {
 		t.Errorf("defaults: on %v, batch %d, pause %s, wait %s", cfg.retentionOn, cfg.RetentionBatch, cfg.RetentionPause, cfg.RetentionWait)
 	}
 	for _, tt := range []struct {
