@@ -311,8 +311,16 @@ func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder
 		case err == nil:
 			ev.Headers = append(ev.Headers, decoder.Header{Key: headerBackfill, Value: "true"})
 			item.Event = ev
-		case deadLetters && errors.As(err, &rowErr):
+		case deadLetters && errors.As(err, &rowErr) && rowErr.EventID != "":
 			item.Dead = rowErr
+		case errors.As(err, &rowErr) && rowErr.EventID == "" && deadLetters:
+			// A streamed row's dead letter is told apart by its LSN; rows
+			// read from the snapshot have none, so a second id-less row's
+			// dead letter would be dropped as a duplicate of the first.
+			return fmt.Errorf("snapshot %w; backfill cannot dead-letter a row without an id: give the row an id, or leave it out with --where", err)
+		case errors.As(err, &rowErr):
+			// Read from the snapshot, it has no xid or LSN: they show 0.
+			return fmt.Errorf("snapshot %w", err)
 		default:
 			return err
 		}

@@ -406,6 +406,20 @@ func TestBackfillBadInput(t *testing.T) {
 			published: 1,
 		},
 		{
+			name: "row without id and a dead-letter subject",
+			setup: func(t *testing.T, e *env) {
+				e.pg.Exec(t, e.dsn, `CREATE TABLE "OutboxMessages" ("Id" uuid, "TypeName" text, "Content" text, "CreatedAt" timestamptz);
+					CREATE PUBLICATION bf FOR TABLE "OutboxMessages" WITH (publish = 'insert');
+					INSERT INTO "OutboxMessages" VALUES (NULL, 'A', '{}', now()), (NULL, 'B', '{}', now())`)
+			},
+			args: func(e *env) []string {
+				return e.backfillArgs("--create-stream", "--where", "true", "--table", `"OutboxMessages"`, "--publication", "bf",
+					"--columns", outboxMessagesColumns, "--subject", "outbox.{event_type}", "--dead-letter", "outbox.dead")
+			},
+			want: []string{`snapshot outbox row id unknown`, `column "Id" is NULL`, "cannot dead-letter a row without an id", "--where",
+				"was dropped again"},
+		},
+		{
 			name: "stream missing",
 			args: func(e *env) []string { return e.backfillArgs("--where", pendingWhere) },
 			want: []string{fmt.Sprintf("stream %q does not exist", streamName), "--create-stream"},
@@ -568,5 +582,38 @@ func TestBackfillPublicationRowFilter(t *testing.T) {
 		if id := m.Header.Get(jetstream.MsgIDHeader); !want[id] {
 			t.Errorf("backfill published %s (%s), which the publication's row filter leaves out", id, m.Header.Get(sink.HeaderAggregateType))
 		}
+	}
+}
+
+// TestBackfillDeadLetter: a row that cannot be published (its subject
+// value holds a dot) stops backfill, naming the row, and the slot is
+// dropped again; with --dead-letter it goes there and the others are
+// published.
+func TestBackfillDeadLetter(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	w := e.newWriter(checker.New(), 3)
+	rows, err := w.tx(context.Background(), 3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pg.Exec(t, e.dsn, `UPDATE outbox SET aggregate_type = 'bad.type' WHERE id = $1`, rows[1].ID)
+	e.expectExit(e.backfillArgs("--create-stream", "--where", "true"),
+		rows[1].ID.String(), "cannot fill subject placeholder {aggregate_type}", "was dropped again")
+	if e.slotExists() {
+		t.Fatal("the slot is left after the failed backfill")
+	}
+	e.runOK(e.backfillArgs("--create-stream", "--where", "true", "--dead-letter", "outbox.dead")...)
+	msgs := e.readStream(e.js(), 3, 30*time.Second)
+	dead := 0
+	for _, m := range msgs {
+		if m.Subject == "outbox.dead" {
+			dead++
+			if id := m.Header.Get(sink.HeaderID); id != rows[1].ID.String() || m.Header.Get(sink.HeaderDeadLetterReason) == "" {
+				t.Errorf("dead letter for row %q with reason %q, want row %s with a reason", id, m.Header.Get(sink.HeaderDeadLetterReason), rows[1].ID)
+			}
+		}
+	}
+	if len(msgs) != 3 || dead != 1 {
+		t.Errorf("stream holds %d messages, %d dead letters; want 3 and 1", len(msgs), dead)
 	}
 }
