@@ -308,6 +308,9 @@ func (c *runConfig) validateRetention() error {
 	if c.Table == "" {
 		return fmt.Errorf("--retention %s with --table '': there is no table to delete from; use --retention off", c.Retention)
 	}
+	if c.Sink == sinkNull {
+		return fmt.Errorf("--retention %s with --sink null would delete rows that were never published; use --retention off", c.Retention)
+	}
 	if _, ok := c.columns.Mapped("created_at"); !ok && age > 0 {
 		return fmt.Errorf("--retention %s needs the rows' age, and --columns maps no created_at: map it (e.g. created_at=CreatedAt), or use --retention 0s to delete rows as soon as they are confirmed", c.Retention)
 	}

@@ -46,6 +46,7 @@ func TestBadRetention(t *testing.T) {
 		{name: "negative", args: []string{"--retention", "-1h"}, wantErr: []string{`--retention "-1h" is not an age`}},
 		{name: "age without created_at", args: []string{"--retention", "24h", "--columns", "id=Id,payload=Content"},
 			wantErr: []string{"--retention 24h needs the rows' age", "created_at=CreatedAt", "--retention 0s"}},
+		{name: "null sink", args: []string{"--retention", "0s", "--sink", "null"}, wantErr: []string{"never published"}},
 		{name: "no table", args: []string{"--retention", "0s", "--table", ""}, wantErr: []string{"no table to delete from"}},
 		{name: "batch 0", args: []string{"--retention", "0s", "--retention-batch", "0"}, wantErr: []string{"--retention-batch 0 is out of range: use 1 to 100000"}},
 		{name: "pause too short", args: []string{"--retention", "0s", "--retention-pause", "1ms"}, wantErr: []string{"--retention-pause 1ms is out of range"}},
