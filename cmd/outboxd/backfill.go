@@ -180,6 +180,9 @@ func slotExistsError(slot string) error {
 // abandonSlot drops the slot backfill created after cause stopped it, so
 // that backfill can be run again (a slot nobody reads keeps WAL forever).
 func abandonSlot(ctx context.Context, cfg runConfig, cause error) error {
+	if ctx.Err() != nil && errors.Is(cause, context.Canceled) {
+		cause = errors.New("backfill interrupted (SIGINT or SIGTERM) before every row was acknowledged")
+	}
 	dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := dropSlot(dropCtx, cfg.PGURL, cfg.Slot); err != nil {

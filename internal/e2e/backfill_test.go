@@ -617,3 +617,34 @@ func TestBackfillDeadLetter(t *testing.T) {
 		t.Errorf("stream holds %d messages, %d dead letters; want 3 and 1", len(msgs), dead)
 	}
 }
+
+// TestBackfillInterrupted: SIGTERM in the middle of the snapshot read
+// stops backfill with exit status 1, says so, and drops the slot, so that
+// running it again starts over.
+func TestBackfillInterrupted(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	w := e.newWriter(checker.New(), 3)
+	for range 4 {
+		if _, err := w.tx(context.Background(), 500, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bf := e.start(e.backfillArgs("--create-stream", "--where", "true", "--max-in-flight", "1")...)
+	waitOutput(t, bf, progressStart, time.Minute)
+	if code := bf.stop(time.Minute); code != 1 {
+		t.Fatalf("backfill exited %d after SIGTERM, want 1:\n%s", code, tail(bf.output.String(), 20))
+	}
+	out := bf.output.String()
+	for _, want := range []string{"backfill interrupted (SIGINT or SIGTERM)", "was dropped again"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, tail(out, 20))
+		}
+	}
+	if e.slotExists() {
+		t.Error("the slot is left after the interrupted backfill")
+	}
+	out = e.runOK(e.backfillArgs("--where", "true")...)
+	if !strings.Contains(out, "backfilled 2000 rows") {
+		t.Errorf("the second backfill did not publish every row:\n%s", tail(out, 10))
+	}
+}
