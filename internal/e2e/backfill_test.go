@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -647,4 +649,40 @@ func TestBackfillInterrupted(t *testing.T) {
 	if !strings.Contains(out, "backfilled 2000 rows") {
 		t.Errorf("the second backfill did not publish every row:\n%s", tail(out, 10))
 	}
+}
+
+// TestBackfillRate measures how fast backfill publishes a table's rows,
+// process start and checks included, and checks that it published them
+// all. OUTBOXD_TEST_BACKFILL_ROWS sets the row count (default 2,000).
+func TestBackfillRate(t *testing.T) {
+	n := 2000
+	if v := os.Getenv("OUTBOXD_TEST_BACKFILL_ROWS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("OUTBOXD_TEST_BACKFILL_ROWS=%q is not a positive count", v)
+		}
+	}
+	e := newEnv(t, pgtest.Shared(t), true)
+	rows := make([][]any, n)
+	for i := range rows {
+		rows[i] = []any{uuid.New(), "order", fmt.Sprintf("agg-%d", i%100), "Created", fmt.Sprintf(`{"n": %d, "note": "event %d"}`, i, i)}
+	}
+	if _, err := e.connect().CopyFrom(context.Background(), pgx.Identifier{"outbox"},
+		[]string{"id", "aggregate_type", "aggregate_id", "event_type", "payload"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out := e.runOK(e.backfillArgs("--create-stream", "--where", "true")...)
+	elapsed := time.Since(start)
+	if want := fmt.Sprintf("backfilled %d rows", n); !strings.Contains(out, want) {
+		t.Fatalf("backfill output lacks %q:\n%s", want, tail(out, 5))
+	}
+	stream, err := e.js().Stream(context.Background(), streamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stream.CachedInfo().State.Msgs; got != uint64(n) {
+		t.Errorf("stream holds %d messages, want %d", got, n)
+	}
+	t.Logf("backfill published %d rows in %s: %.0f rows/s", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 }
