@@ -36,7 +36,7 @@ type SnapshotReader struct {
 const snapshotRelID = 1
 
 // Snapshot returns a reader for outbox rows with the given columns, which
-// must be all of the configured table's columns in table order (SELECT *).
+// must be those pgoutput sends for the configured table, in table order.
 // Every Event it returns carries tx. It fails with a *SchemaError when the
 // columns do not fit the mapping. Use a Decoder for nothing else after it.
 func (d *Decoder) Snapshot(cols []SnapshotColumn, tx TxInfo) (*SnapshotReader, error) {

@@ -109,10 +109,12 @@ type SnapshotColumn struct {
 // TimeZone UTC, bytea_output hex), so values read the same as pgoutput
 // sends them. Its methods must be called from one goroutine at a time.
 type SnapshotRead struct {
-	conn      *pgconn.PgConn
-	q         SnapshotQuery
-	columns   []SnapshotColumn
-	rowFilter string // the publication's, "" for none
+	conn         *pgconn.PgConn
+	q            SnapshotQuery
+	selectList   string           // "SELECT" and the columns the stream carries
+	columns      []SnapshotColumn // those columns, as the result describes them
+	tableColumns []string         // every column, for errors
+	rowFilter    string           // the publication's, "" for none
 }
 
 // BeginSnapshotRead connects, begins the transaction, imports the named
@@ -138,7 +140,40 @@ func BeginSnapshotRead(ctx context.Context, connString, snapshot string, q Snaps
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("import snapshot %q: %w", snapshot, err)
 	}
-	rr := conn.ExecParams(ctx, "SELECT * FROM "+q.Table.String()+" LIMIT 0", nil, nil, nil, nil)
+	if err := r.readColumns(ctx); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return r, nil
+}
+
+// readColumns reads what the stream carries of the table: the columns
+// pgoutput sends (not generated ones, and on PostgreSQL 15+ only those
+// of the publication's column list) and the publication's row filter.
+func (r *SnapshotRead) readColumns(ctx context.Context) error {
+	res := r.conn.ExecParams(ctx, `SELECT attname, attgenerated <> '' FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+		[][]byte{[]byte(r.q.Table.String())}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return fmt.Errorf("read the columns of %s: %w", r.q.Table, res.Err)
+	}
+	listed, err := r.readPublication(ctx)
+	if err != nil {
+		return err
+	}
+	var selected []string
+	for _, row := range res.Rows {
+		name := string(row[0])
+		r.tableColumns = append(r.tableColumns, name)
+		if string(row[1]) == "f" && (listed == nil || listed[name]) {
+			selected = append(selected, pgx.Identifier{name}.Sanitize())
+		}
+	}
+	if len(selected) == 0 {
+		return fmt.Errorf("read the columns of %s: the publication sends none of them", r.q.Table)
+	}
+	r.selectList = "SELECT " + strings.Join(selected, ", ")
+	rr := r.conn.ExecParams(ctx, r.selectList+" FROM "+r.q.Table.String()+" LIMIT 0", nil, nil, nil, nil)
 	for rr.NextRow() {
 	}
 	// The field descriptions outlive the result (Read keeps them only
@@ -147,47 +182,52 @@ func BeginSnapshotRead(ctx context.Context, connString, snapshot string, q Snaps
 		r.columns = append(r.columns, SnapshotColumn{Name: f.Name, TypeOID: f.DataTypeOID})
 	}
 	if _, err := rr.Close(); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("read the columns of %s: %w", q.Table, err)
-	}
-	if err := r.readRowFilter(ctx); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return r, nil
-}
-
-// readRowFilter reads the publication's row filter on the table; servers
-// before PostgreSQL 15 have none.
-func (r *SnapshotRead) readRowFilter(ctx context.Context) error {
-	if r.q.Publication == "" || serverMajor(r.conn) < 15 {
-		return nil
-	}
-	res := r.conn.ExecParams(ctx, `SELECT coalesce(rowfilter, '') FROM pg_publication_tables
-		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`,
-		[][]byte{[]byte(r.q.Publication), []byte(r.q.Table.Schema), []byte(r.q.Table.Name)}, nil, nil, nil).Read()
-	if res.Err != nil {
-		return fmt.Errorf("read the row filter of publication %q: %w", r.q.Publication, res.Err)
-	}
-	if len(res.Rows) == 1 {
-		r.rowFilter = string(res.Rows[0][0])
+		return fmt.Errorf("read the columns of %s: %w", r.q.Table, err)
 	}
 	return nil
+}
+
+// readPublication reads the publication's row filter on the table and
+// its column list (nil for none). Servers before PostgreSQL 15 have
+// neither.
+func (r *SnapshotRead) readPublication(ctx context.Context) (map[string]bool, error) {
+	if r.q.Publication == "" || serverMajor(r.conn) < 15 {
+		return nil, nil
+	}
+	res := r.conn.ExecParams(ctx, `SELECT coalesce(pt.rowfilter, ''), a.attname
+		FROM pg_publication_tables pt LEFT JOIN LATERAL unnest(pt.attnames) AS a(attname) ON true
+		WHERE pt.pubname = $1 AND pt.schemaname = $2 AND pt.tablename = $3`,
+		[][]byte{[]byte(r.q.Publication), []byte(r.q.Table.Schema), []byte(r.q.Table.Name)}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return nil, fmt.Errorf("read the row filter and column list of publication %q: %w", r.q.Publication, res.Err)
+	}
+	var listed map[string]bool
+	for _, row := range res.Rows {
+		r.rowFilter = string(row[0])
+		if row[1] != nil {
+			if listed == nil {
+				listed = map[string]bool{}
+			}
+			listed[string(row[1])] = true
+		}
+	}
+	return listed, nil
 }
 
 // RowFilter is the publication's row filter on the table that the read
 // applies besides the predicate, "" for none.
 func (r *SnapshotRead) RowFilter() string { return r.rowFilter }
 
-// Columns are the table's columns, in table order: the values of each row.
+// Columns are the columns each row has, in table order: those pgoutput
+// sends for the table (no generated column, only the publication's column
+// list if it has one), so a row's values are what the stream would carry.
 func (r *SnapshotRead) Columns() []SnapshotColumn { return r.columns }
 
 // Check runs the predicate on no rows: a predicate PostgreSQL cannot
 // parse or plan fails here with a *PredicateError.
 func (r *SnapshotRead) Check(ctx context.Context) error {
-	prefix := "SELECT *" + r.from()
-	res := r.conn.ExecParams(ctx, prefix+" LIMIT 0", nil, nil, nil, nil).Read()
-	return r.predicateError(res.Err, len("SELECT *"))
+	res := r.conn.ExecParams(ctx, r.selectList+r.from()+" LIMIT 0", nil, nil, nil, nil).Read()
+	return r.predicateError(res.Err, utf8.RuneCountInString(r.selectList))
 }
 
 // Count counts the rows the predicate selects.
@@ -210,7 +250,7 @@ func (r *SnapshotRead) Count(ctx context.Context) (int64, error) {
 // values (nil for NULL), which are valid only during the call. It stops
 // at the first error each returns, or when ctx is done.
 func (r *SnapshotRead) Rows(ctx context.Context, each func(values [][]byte) error) error {
-	sql := "SELECT *" + r.from()
+	sql := r.selectList + r.from()
 	if len(r.q.OrderBy) > 0 {
 		order := make([]string, len(r.q.OrderBy))
 		for i, c := range r.q.OrderBy {
@@ -227,7 +267,7 @@ func (r *SnapshotRead) Rows(ctx context.Context, each func(values [][]byte) erro
 	if eachErr != nil {
 		return eachErr
 	}
-	if err := r.predicateError(err, len("SELECT *")); err != nil {
+	if err := r.predicateError(err, utf8.RuneCountInString(r.selectList)); err != nil {
 		return fmt.Errorf("read rows of %s: %w", r.q.Table, err)
 	}
 	return nil
@@ -245,7 +285,7 @@ func (r *SnapshotRead) Commit(ctx context.Context) error {
 func (r *SnapshotRead) Close(ctx context.Context) { r.conn.Close(ctx) }
 
 // predicateError explains a server error about a query whose predicate
-// starts after selectLen bytes of SELECT list.
+// starts after selectLen characters of SELECT list.
 func (r *SnapshotRead) predicateError(err error, selectLen int) error {
 	var pgErr *pgconn.PgError
 	if err == nil || !errors.As(err, &pgErr) {
@@ -265,9 +305,9 @@ func (r *SnapshotRead) predicateError(err error, selectLen int) error {
 			problem = fmt.Sprintf("has a syntax error: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
 		}
 	case "42703": // undefined column
-		names := make([]string, len(r.columns))
-		for i, c := range r.columns {
-			names[i] = pgx.Identifier{c.Name}.Sanitize()
+		names := make([]string, len(r.tableColumns))
+		for i, c := range r.tableColumns {
+			names[i] = pgx.Identifier{c}.Sanitize()
 		}
 		problem = fmt.Sprintf("names a column %s does not have: %s (SQLSTATE %s)", r.q.Table, pgErr.Message, pgErr.Code)
 		fix = "use one of its columns: " + strings.Join(names, ", ") + " (mixed-case names need double quotes, as in \"ProcessedAt\")"

@@ -686,3 +686,30 @@ func TestBackfillRate(t *testing.T) {
 	}
 	t.Logf("backfill published %d rows in %s: %.0f rows/s", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 }
+
+// TestBackfillUnpublishedColumns: a row read from the snapshot carries
+// only the columns pgoutput sends, so a subject placeholder on a generated
+// column fails in backfill, on the row, as it fails in run, instead of
+// filling the subject; one on a column the publication's column list
+// leaves out is refused before the slot exists, as run refuses it.
+func TestBackfillUnpublishedColumns(t *testing.T) {
+	for _, tt := range []struct{ name, setup, want string }{
+		{"generated column", `ALTER TABLE outbox ADD COLUMN tenant text GENERATED ALWAYS AS ('acme') STORED`,
+			"cannot fill subject placeholder {tenant}: the column is NULL or missing"},
+		{"column list", `ALTER TABLE outbox ADD COLUMN tenant text DEFAULT 'acme';
+			ALTER PUBLICATION outboxd SET TABLE outbox (id, aggregate_type, aggregate_id, event_type, payload, headers, created_at)`,
+			`not "tenant", which outboxd reads`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, pgtest.Shared(t), true)
+			e.pg.Exec(t, e.dsn, tt.setup)
+			if _, err := e.newWriter(checker.New(), 1).tx(context.Background(), 2, true); err != nil {
+				t.Fatal(err)
+			}
+			e.expectExit(e.backfillArgs("--create-stream", "--where", "true", "--subject", "outbox.{tenant}"), tt.want)
+			if e.slotExists() {
+				t.Error("the slot is left after the failed backfill")
+			}
+		})
+	}
+}
