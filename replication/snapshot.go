@@ -125,6 +125,10 @@ func BeginSnapshotRead(ctx context.Context, connString, snapshot string, q Snaps
 	if err != nil {
 		return nil, err
 	}
+	// One statement reads the whole table at the pace JetStream
+	// acknowledges: a statement_timeout set for the role must not cut it.
+	pgcfg.RuntimeParams["statement_timeout"] = "0"
+	pgcfg.RuntimeParams["idle_in_transaction_session_timeout"] = "0"
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
@@ -284,11 +288,22 @@ func (r *SnapshotRead) Commit(ctx context.Context) error {
 // Close closes the connection, rolling back a transaction still open.
 func (r *SnapshotRead) Close(ctx context.Context) { r.conn.Close(ctx) }
 
+// predicateClass reports whether an SQLSTATE is about the query itself
+// (and so about the predicate, the only part the operator wrote) rather
+// than the connection, the server or a limit.
+func predicateClass(code string) bool {
+	switch code[:min(2, len(code))] {
+	case "0A", "21", "22", "25", "42": // unsupported, cardinality, data, read-only, syntax or access
+		return true
+	}
+	return false
+}
+
 // predicateError explains a server error about a query whose predicate
 // starts after selectLen characters of SELECT list.
 func (r *SnapshotRead) predicateError(err error, selectLen int) error {
 	var pgErr *pgconn.PgError
-	if err == nil || !errors.As(err, &pgErr) {
+	if err == nil || !errors.As(err, &pgErr) || !predicateClass(pgErr.Code) {
 		return err
 	}
 	problem := fmt.Sprintf("is refused by PostgreSQL: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)

@@ -713,3 +713,22 @@ func TestBackfillUnpublishedColumns(t *testing.T) {
 		})
 	}
 }
+
+// TestBackfillStatementTimeout: a statement_timeout set for the database
+// does not cut the snapshot read, however long it takes.
+func TestBackfillStatementTimeout(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	if _, err := e.newWriter(checker.New(), 1).tx(context.Background(), 3, true); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pg.Exec(t, e.dsn, fmt.Sprintf(`ALTER DATABASE %s SET statement_timeout = '300ms'`, pgx.Identifier{cfg.Database}.Sanitize()))
+	// Each row takes 0.2 s to select: the count and the read take 0.6 s.
+	out := e.runOK(e.backfillArgs("--create-stream", "--where", "pg_sleep(0.2) IS NOT NULL")...)
+	if !strings.Contains(out, "backfilled 3 rows") {
+		t.Errorf("backfill output lacks the 3 rows:\n%s", tail(out, 5))
+	}
+}
