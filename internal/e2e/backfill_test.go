@@ -732,3 +732,19 @@ func TestBackfillStatementTimeout(t *testing.T) {
 		t.Errorf("backfill output lacks the 3 rows:\n%s", tail(out, 5))
 	}
 }
+
+// TestBackfillLeastPrivilegeRole: backfill needs no more than run does: it
+// works as the role `outboxd migrate --role` makes (LOGIN REPLICATION,
+// SELECT on the outbox), which no superuser is.
+func TestBackfillLeastPrivilegeRole(t *testing.T) {
+	e := newRoleEnv(t)
+	if _, err := e.newWriter(checker.New(), 2).tx(context.Background(), 20, true); err != nil {
+		t.Fatal(err)
+	}
+	args := e.backfillArgs("--create-stream", "--where", "true")
+	args[2] = withURL(t, e.dsn, relayRole)
+	out := e.runOK(args...)
+	if !strings.Contains(out, "backfilled 20 rows") || strings.Contains(out, "permission denied") {
+		t.Errorf("backfill as %s:\n%s", relayRole, tail(out, 10))
+	}
+}
