@@ -314,9 +314,9 @@ func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder
 		case err == nil:
 			ev.Headers = append(ev.Headers, decoder.Header{Key: headerBackfill, Value: "true"})
 			item.Event = ev
-		case deadLetters && errors.As(err, &rowErr) && rowErr.EventID != "":
+		case errors.As(err, &rowErr) && deadLetters && rowErr.EventID != "":
 			item.Dead = rowErr
-		case errors.As(err, &rowErr) && rowErr.EventID == "" && deadLetters:
+		case errors.As(err, &rowErr) && deadLetters:
 			// A streamed row's dead letter is told apart by its LSN; rows
 			// read from the snapshot have none, so a second id-less row's
 			// dead letter would be dropped as a duplicate of the first.
