@@ -248,3 +248,17 @@ func TestCommandLineOnly(t *testing.T) {
 		t.Errorf("--help line of --force: %q", line)
 	}
 }
+
+// TestDocumentEnvTwice: documenting a flag set again (as a command that
+// adds flags after withRunSettings does) names each variable once.
+func TestDocumentEnvTwice(t *testing.T) {
+	cmd := withRunSettings(&cobra.Command{Use: "x"}, func(*cobra.Command, runConfig) error { return nil })
+	cmd.Flags().Bool("json", false, "print JSON")
+	documentEnv(cmd.Flags())
+	for _, name := range []string{"slot", "json", "config"} {
+		usage := cmd.Flags().Lookup(name).Usage
+		if n := strings.Count(usage, "(env "+envName(name)+")"); n != 1 {
+			t.Errorf("--%s usage names its variable %d times: %q", name, n, usage)
+		}
+	}
+}

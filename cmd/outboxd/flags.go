@@ -14,11 +14,14 @@ func envName(flag string) string {
 }
 
 // documentEnv appends each flag's environment variable to its usage, so
-// --help lists both names and the default for every setting.
+// --help lists both names and the default for every setting. It may run
+// again on a flag set (after withRunSettings added run's flags, say):
+// a flag already documented, or command-line only, is left as it is.
 func documentEnv(fs *pflag.FlagSet) {
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
-			f.Usage += fmt.Sprintf(" (env %s)", envName(f.Name))
+		suffix := fmt.Sprintf(" (env %s)", envName(f.Name))
+		if f.Name != "help" && !isCommandLineOnly(f) && !strings.HasSuffix(f.Usage, suffix) {
+			f.Usage += suffix
 		}
 	})
 }

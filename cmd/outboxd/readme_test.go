@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/outboxd/outboxd/internal/telemetry"
@@ -25,14 +26,21 @@ const readmePath = "../../README.md"
 // referenceCommands are the commands whose settings README.md documents
 // in generated tables: every command with flags of its own. A command
 // that takes run's settings documents only the flags run lacks.
+// Subcommands are named by their path ("slot drop").
 func referenceCommands(t testing.TB) []string {
 	t.Helper()
 	var names []string
-	for _, cmd := range newRootCommand().Commands() {
-		if len(referenceFlags(t, cmd.Name())) > 0 {
-			names = append(names, cmd.Name())
+	var walk func(cmd *cobra.Command, prefix string)
+	walk = func(cmd *cobra.Command, prefix string) {
+		for _, sub := range cmd.Commands() {
+			name := strings.TrimSpace(prefix + " " + sub.Name())
+			if len(referenceFlags(t, name)) > 0 {
+				names = append(names, name)
+			}
+			walk(sub, name)
 		}
 	}
+	walk(newRootCommand(), "")
 	return names
 }
 
@@ -47,7 +55,7 @@ func referenceMarkers(command string) (begin, end string) {
 func referenceFlags(t testing.TB, command string) []*pflag.Flag {
 	t.Helper()
 	root := newRootCommand()
-	cmd, _, err := root.Find([]string{command})
+	cmd, _, err := root.Find(strings.Fields(command))
 	if err != nil {
 		t.Fatal(err)
 	}
