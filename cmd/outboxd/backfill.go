@@ -94,6 +94,9 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 		return err
 	}
 	defer nc.Close()
+	if err := waitConnected(ctx, nc, natsConnectWait); err != nil {
+		return err
+	}
 	js, err := newJetStream(nc)
 	if err != nil {
 		return err
@@ -131,6 +134,33 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 		n, cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream)
 	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
 		cfg.Slot, snap.ConsistentPoint)
+	return nil
+}
+
+// natsConnectWait is how long backfill waits for a NATS server that does
+// not answer yet; run retries for ever instead.
+const natsConnectWait = 10 * time.Second
+
+// waitConnected waits until nc is connected: connectNATS hands back a
+// connection that keeps trying in the background when the server does not
+// answer, and a one-off command should say so rather than fail later on
+// its first request.
+func waitConnected(ctx context.Context, nc *nats.Conn, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			last := ""
+			if err := nc.LastError(); err != nil {
+				last = " (last error: " + err.Error() + ")"
+			}
+			return fmt.Errorf("connect to NATS at --nats-url: no server answered within %s%s; check the URL and that the server runs", wait, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return nil
 }
 
