@@ -80,7 +80,7 @@ func TestExclusiveReplay(t *testing.T) {
 }
 
 // TestExclusiveOutage is TestPublisherOutage in exclusive mode.
-func TestExclusiveOutage(t *testing.T) { testPublisherOutage(t, true) }
+func TestExclusiveOutage(t *testing.T) { testPublisherOutage(t, Config{Exclusive: true}) }
 
 // TestExclusiveDeadLetter mixes rows that go to a dead-letter subject in
 // another stream into the events: each is a sync point, and the events

@@ -44,6 +44,14 @@ type Config struct {
 	// Another writer to the stream makes those expectations fail, each
 	// failure costing a retry round. Off by default.
 	Exclusive bool
+	// Fast publishes with JetStream fast-ingest batches instead of one
+	// PublishAsync per message (see fast.go). The stream must take them:
+	// check with CheckFastBatch. Not with Exclusive, whose expectations
+	// need every message's own PubAck. Off by default.
+	Fast bool
+	// AckTimeout is how long fast mode waits for the server to acknowledge
+	// a batch before it republishes. Default 10s.
+	AckTimeout time.Duration
 	// LogPayloads logs each message's payload at debug level. Off by
 	// default: payloads may hold personal data.
 	LogPayloads bool
@@ -98,6 +106,12 @@ func NewPublisher(js jetstream.JetStream, maxPayload int64, cfg Config) (*Publis
 	if cfg.MaxInFlight < 1 || cfg.MaxInFlight > 65536 {
 		return nil, fmt.Errorf("sink: max in flight %d is out of range: use 1 to 65536", cfg.MaxInFlight)
 	}
+	if cfg.Fast && cfg.Exclusive {
+		return nil, errors.New("sink: fast batch publishing cannot be combined with exclusive mode, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use async publishing")
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 10 * time.Second
+	}
 	if cfg.RetryMin == 0 {
 		cfg.RetryMin = 100 * time.Millisecond
 	}
@@ -135,6 +149,14 @@ type pending struct {
 // when ctx is done, or with a *decoder.RowError for an event that cannot be
 // published.
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
+	if p.cfg.Fast {
+		return p.runFast(ctx, in, acks)
+	}
+	return p.runAsync(ctx, in, acks)
+}
+
+// runAsync is Run with PublishAsync: one PubAck per message.
+func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker) error {
 	var window queue
 	// Exclusive mode only: redo holds built messages to send before
 	// anything more from in (the tail of a recovered window, or a
@@ -185,21 +207,13 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 				in = nil
 				continue
 			}
-			msg, err := p.build(item)
+			pm, err := p.prepare(item)
 			if err != nil {
 				return err
 			}
-			if p.cfg.LogPayloads {
-				p.log.Debug().Str("event_id", msg.Header.Get(jetstream.MsgIDHeader)).Str("subject", msg.Subject).
-					Bytes("payload", msg.Data).Msg("publish")
-			}
-			pm := pending{seq: item.Seq, msg: msg, dead: msg.Subject == p.cfg.DeadLetter && isDeadLetter(msg)}
-			if item.Event != nil {
-				pm.committed = item.Event.Tx.CommitTime
-			}
 			if !p.cfg.Exclusive {
 				pm.conn = p.connection()
-				pm.future = p.publish(msg)
+				pm.future = p.publish(pm.msg)
 				stalled = isUnsent(pm)
 				window.push(pm)
 				continue
@@ -211,19 +225,11 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 			}
 		case ack := <-okC:
 			head := window.pop()
-			if ack.Duplicate {
-				p.log.Debug().Str("event_id", head.msg.Header.Get(jetstream.MsgIDHeader)).Msg("duplicate absorbed by JetStream")
-			}
-			if head.dead {
-				p.cfg.Observer.DeadLettered()
-			} else {
-				p.cfg.Observer.Published(head.committed, ack.Duplicate)
-			}
 			if p.cfg.Exclusive {
 				order.acked(head, ack, p.cfg.Stream, window.len() == 0)
 			}
-			if err := acks.Ack(head.seq); err != nil {
-				return fmt.Errorf("BUG: acknowledge message %d: %w", head.seq, err)
+			if err := p.acked(head, ack.Duplicate, acks); err != nil {
+				return err
 			}
 		case err := <-errC:
 			if rerr := p.retry(ctx, &window, &redo, &order, err); rerr != nil {
@@ -258,6 +264,39 @@ func hasUnsent(window []pending) bool {
 		}
 	}
 	return false
+}
+
+// prepare builds the message for an item, ready to send.
+func (p *Publisher) prepare(item Item) (pending, error) {
+	msg, err := p.build(item)
+	if err != nil {
+		return pending{}, err
+	}
+	if p.cfg.LogPayloads {
+		p.log.Debug().Str("event_id", msg.Header.Get(jetstream.MsgIDHeader)).Str("subject", msg.Subject).
+			Bytes("payload", msg.Data).Msg("publish")
+	}
+	pm := pending{seq: item.Seq, msg: msg, dead: msg.Subject == p.cfg.DeadLetter && isDeadLetter(msg)}
+	if item.Event != nil {
+		pm.committed = item.Event.Tx.CommitTime
+	}
+	return pm, nil
+}
+
+// acked reports the acknowledgement of pm to the observer and to acks.
+func (p *Publisher) acked(pm pending, duplicate bool, acks acker) error {
+	if duplicate {
+		p.log.Debug().Str("event_id", pm.msg.Header.Get(jetstream.MsgIDHeader)).Msg("duplicate absorbed by JetStream")
+	}
+	if pm.dead {
+		p.cfg.Observer.DeadLettered()
+	} else {
+		p.cfg.Observer.Published(pm.committed, duplicate)
+	}
+	if err := acks.Ack(pm.seq); err != nil {
+		return fmt.Errorf("BUG: acknowledge message %d: %w", pm.seq, err)
+	}
+	return nil
 }
 
 // retry handles a failed head of the window. In exclusive mode only the

@@ -338,10 +338,11 @@ func TestPublisherWindowFull(t *testing.T) {
 // connection and that Run republishes only after that: the stream then
 // holds every event once, but not in commit order (about every second run
 // of this test fails that way with the default buffer).
-func TestPublisherOutage(t *testing.T) { testPublisherOutage(t, false) }
+func TestPublisherOutage(t *testing.T) { testPublisherOutage(t, Config{}) }
 
-// testPublisherOutage is TestPublisherOutage, in exclusive mode or not.
-func testPublisherOutage(t *testing.T, exclusive bool) {
+// testPublisherOutage is TestPublisherOutage with mode's Exclusive and
+// Fast.
+func testPublisherOutage(t *testing.T, mode Config) {
 	const n, maxInFlight, outageAt = 10000, 256, 3000
 	ctx := testCtx(t)
 	srv := natstest.Start(t)
@@ -357,7 +358,7 @@ func testPublisherOutage(t *testing.T, exclusive bool) {
 	a := newAcker()
 	a.at = outageAt
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight,
-		Exclusive: exclusive, RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+		Exclusive: mode.Exclusive, Fast: mode.Fast, AckTimeout: time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond})
 
 	// The feeder holds back the rest of the events until the server is
 	// down, so the outage surely falls in the middle of the run.

@@ -41,7 +41,8 @@ const DefaultDuplicateWindow = 2 * time.Minute
 
 // EnsureStream checks that the stream exists and captures every subject the
 // template renders; when it is missing and create is set, it creates it with
-// file storage, the template's StreamSubject and DefaultDuplicateWindow. It
+// file storage, the template's StreamSubject and DefaultDuplicateWindow,
+// allowing fast batch publishing where the server takes it. It
 // returns warnings about settings that can silently lose or repeat messages.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, tmpl *Template, create bool) ([]string, error) {
 	stream, err := js.Stream(ctx, name)
@@ -53,11 +54,18 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, tmpl
 		if serr != nil {
 			return nil, &StreamError{Stream: name, Problem: "does not exist and cannot be created", Fix: serr.Error()}
 		}
+		info, aerr := js.AccountInfo(ctx)
+		if aerr != nil {
+			return nil, fmt.Errorf("read JetStream account info: %w", aerr)
+		}
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 			Name:       name,
 			Subjects:   []string{subject},
 			Storage:    jetstream.FileStorage,
 			Duplicates: DefaultDuplicateWindow,
+			// Only where the server takes it: the field raises the
+			// stream's required API level to 4.
+			AllowBatchPublish: info.API.Level >= fastBatchAPILevel,
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, fmt.Errorf("create stream %q: %w", name, err)

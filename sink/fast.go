@@ -1,0 +1,295 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// This file holds fast mode (Config.Fast): JetStream fast-ingest batch
+// publishing (nats-server 2.14 and later). Items that arrive back to back
+// go out as one batch; the server acknowledges it cumulatively every few
+// hundred messages ("every message up to batch sequence N is stored"; gap
+// mode fail, so a lost message ends the batch instead of leaving a hole),
+// and those acknowledgements map onto tracker sequences in order. That
+// spares the per-message reply, its JSON PubAck and the client's future.
+// Nats-Msg-Id still deduplicates inside a batch: the server skips a
+// duplicate and goes on. What fast mode cannot do, it leaves to the async
+// path: a dead letter (which may belong to another stream) goes alone
+// between batches, a batch whose first message is a duplicate (the server
+// then answers with a plain PubAck and ends the batch) is republished
+// alone, and after any failure the unacknowledged messages are
+// republished with PublishAsync, in order, as in async mode.
+
+// fastBatchAPILevel is the JetStream API level of nats-server 2.14, the
+// first to take fast-ingest batches.
+const fastBatchAPILevel = 4
+
+// maxFastFlow is the most messages the server lets one batch go between
+// acknowledgements.
+const maxFastFlow = 500
+
+// FastBatchError says why a server or stream cannot take fast batch
+// publishes, and the fix.
+type FastBatchError struct {
+	Stream  string
+	Problem string
+	Fix     string
+}
+
+func (e *FastBatchError) Error() string {
+	return fmt.Sprintf("fast batch publishing to stream %q: %s; fix: %s", e.Stream, e.Problem, e.Fix)
+}
+
+// CheckFastBatch reports whether the server behind js and the stream take
+// fast batch publishes: nil if they do, a *FastBatchError naming what is
+// missing if they do not, another error if it cannot tell. The server's
+// JetStream API level ($JS.API.INFO, api.level) must be at least 4, and the
+// stream must allow batch publishing (allow_batched).
+func CheckFastBatch(ctx context.Context, js jetstream.JetStream, stream string) error {
+	info, err := js.AccountInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("read JetStream account info for the API level: %w", err)
+	}
+	if info.API.Level < fastBatchAPILevel {
+		return &FastBatchError{Stream: stream,
+			Problem: fmt.Sprintf("the server reports JetStream API level %d, and fast batches need level %d (nats-server 2.14 or later)", info.API.Level, fastBatchAPILevel),
+			Fix:     "upgrade nats-server, or use --publish-mode async"}
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("read stream %q: %w", stream, err)
+	}
+	if !s.CachedInfo().Config.AllowBatchPublish {
+		return &FastBatchError{Stream: stream, Problem: "the stream does not allow batch publishing (allow_batched is false)",
+			Fix: "set allow_batched: true in the stream's configuration (outboxd sets it on a stream it creates), or use --publish-mode async"}
+	}
+	return nil
+}
+
+// fastLinger is how long an open batch waits for the next item before it
+// commits. Every batch costs two round trips (the first message waits for
+// the server's flow-control reply, the commit for the PubAck) and a reply
+// subscription, so committing whenever the input is momentarily empty
+// makes batches of one or two messages.
+var fastLinger = 1 * time.Millisecond
+
+// batch is the open fast batch.
+type batch struct {
+	fp    jetstreamext.FastPublisher
+	acked uint64 // the server stored every message up to this batch sequence
+
+	mu       sync.Mutex
+	reported error // the last error the server reported on the side
+}
+
+// report keeps an error the server reported asynchronously (a gap, a
+// refused message); the batch then ends and the next call fails.
+func (b *batch) report(err error) {
+	b.mu.Lock()
+	b.reported = err
+	b.mu.Unlock()
+}
+
+// cause joins err with what the server reported, if anything.
+func (b *batch) cause(err error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reported == nil {
+		return err
+	}
+	return errors.Join(err, b.reported)
+}
+
+// fastFlow keeps at most maxInFlight messages unacknowledged: the server
+// acknowledges every flow messages (it may lower that, never raise it) and
+// the client stalls with outstanding acknowledgements pending.
+func fastFlow(maxInFlight int) (flow, outstanding uint16) {
+	f := min(max(maxInFlight/2, 1), maxFastFlow)
+	return uint16(f), uint16(max(maxInFlight/f, 1))
+}
+
+func (p *Publisher) newBatch() (*batch, error) {
+	flow, outstanding := fastFlow(p.cfg.MaxInFlight)
+	b := &batch{}
+	fp, err := jetstreamext.NewFastPublisher(p.js,
+		jetstreamext.FastPublishFlowControl{Flow: flow, MaxOutstandingAcks: outstanding, AckTimeout: p.cfg.AckTimeout},
+		jetstreamext.WithFastPublisherErrorHandler(b.report))
+	if err != nil {
+		return nil, fmt.Errorf("start a fast batch: %w", err)
+	}
+	b.fp = fp
+	return b, nil
+}
+
+// runFast is Run with fast batches. window holds the open batch's messages
+// the server has not acknowledged yet, oldest first; the first has batch
+// sequence b.acked+1. Between batches it is empty.
+func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) error {
+	var window queue
+	var b *batch
+	linger := time.NewTimer(fastLinger)
+	defer linger.Stop()
+	for {
+		var item Item
+		var open bool
+		if b == nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case item, open = <-in:
+			}
+		} else {
+			linger.Reset(fastLinger)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case item, open = <-in:
+			case <-linger.C:
+				// Nothing more came: commit, so the tail is acknowledged
+				// without waiting for later events.
+				if err := p.commit(ctx, b, &window, acks); err != nil {
+					return err
+				}
+				b = nil
+				continue
+			}
+		}
+		if !open {
+			if b == nil {
+				return nil
+			}
+			return p.commit(ctx, b, &window, acks)
+		}
+		pm, err := p.prepare(item)
+		if err != nil {
+			return err
+		}
+		if pm.dead {
+			// It may belong to another stream than the batch.
+			if b != nil {
+				if err := p.commit(ctx, b, &window, acks); err != nil {
+					return err
+				}
+				b = nil
+			}
+			pm.future = p.publish(pm.msg)
+			window.push(pm)
+			if err := p.drain(ctx, &window, acks); err != nil {
+				return err
+			}
+			continue
+		}
+		if b == nil {
+			if b, err = p.newBatch(); err != nil {
+				return err
+			}
+		}
+		window.push(pm)
+		ack, err := b.fp.AddMsg(pm.msg)
+		if err != nil {
+			disabled, err := p.fastFailed(ctx, b, &window, acks, err)
+			if err != nil {
+				return err
+			}
+			b = nil
+			if disabled {
+				return p.runAsync(ctx, in, acks)
+			}
+			continue
+		}
+		if err := p.ackBatch(b, &window, ack.AckSequence, acks); err != nil {
+			return err
+		}
+	}
+}
+
+// ackBatch acknowledges the window up to batch sequence upTo.
+func (p *Publisher) ackBatch(b *batch, window *queue, upTo uint64, acks acker) error {
+	if upTo > b.acked+uint64(window.len()) {
+		return fmt.Errorf("BUG: fast batch acknowledged up to %d, but only %d messages were sent", upTo, b.acked+uint64(window.len()))
+	}
+	for ; b.acked < upTo; b.acked++ {
+		if err := p.acked(window.pop(), false, acks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commit ends the batch and acknowledges the rest of the window once the
+// server has stored it.
+func (p *Publisher) commit(ctx context.Context, b *batch, window *queue, acks acker) error {
+	sent := b.acked + uint64(window.len())
+	ack, err := b.fp.Close(ctx)
+	if err == nil && ack.BatchSize != sent {
+		err = fmt.Errorf("fast batch %s committed %d messages of %d", ack.BatchID, ack.BatchSize, sent)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		disabled, err := p.fastFailed(ctx, b, window, acks, err)
+		if disabled && err == nil {
+			// Only a batch start can learn this, and a commit starts none.
+			err = errors.New("BUG: fast batch refused at commit")
+		}
+		return err
+	}
+	return p.ackBatch(b, window, sent, acks)
+}
+
+// fastFailed handles a batch that ended before the server acknowledged all
+// of it: it republishes the window with PublishAsync, in order, and waits
+// until all of it is acknowledged. disabled reports that the stream does
+// not take batches (any more): Run goes on in async mode then.
+func (p *Publisher) fastFailed(ctx context.Context, b *batch, window *queue, acks acker, failure error) (disabled bool, err error) {
+	cause := b.cause(failure)
+	startRefused := b.acked == 0 && window.len() == 1
+	switch {
+	case startRefused && errors.Is(cause, jetstreamext.ErrInvalidBatchAck):
+		// A batch whose first message is a duplicate is answered with a
+		// plain PubAck: publish it alone, which reports the duplicate.
+		window.head().future = p.publish(window.head().msg)
+		return false, p.drain(ctx, window, acks)
+	case startRefused && errors.Is(cause, jetstreamext.ErrFastBatchNotEnabled):
+		p.log.Warn().Err(cause).Msg("the stream refuses fast batches; publishing asynchronously from now on")
+		disabled = true
+	}
+	p.cfg.Observer.PublishFailed(failureReason(cause))
+	for i := range window.items() {
+		window.items()[i].future = failedFuture{msg: window.items()[i].msg, err: cause}
+	}
+	if err := p.recover(ctx, window.items(), cause); err != nil {
+		return disabled, err
+	}
+	return disabled, p.drain(ctx, window, acks)
+}
+
+// drain waits for every message in window, published asynchronously,
+// acknowledging them in order; a failed head is republished with the rest
+// as in async mode.
+func (p *Publisher) drain(ctx context.Context, window *queue, acks acker) error {
+	for window.len() > 0 {
+		head := window.head()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ack := <-head.future.Ok():
+			if err := p.acked(window.pop(), ack.Duplicate, acks); err != nil {
+				return err
+			}
+		case err := <-head.future.Err():
+			p.cfg.Observer.PublishFailed(failureReason(err))
+			if err := p.recover(ctx, window.items(), err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
