@@ -72,11 +72,11 @@ func CheckFastBatch(ctx context.Context, js jetstream.JetStream, stream string) 
 	return nil
 }
 
-// fastLinger is how long an open batch waits for the next item before it
-// commits. Every batch costs two round trips (the first message waits for
-// the server's flow-control reply, the commit for the PubAck) and a reply
-// subscription, so committing whenever the input is momentarily empty
-// makes batches of one or two messages.
+// fastLinger is how long a batch waits for the next item before it
+// commits. Committing whenever the input is momentarily empty makes
+// batches of one or two messages, and each costs a round trip more than a
+// message published alone (the first message of a longer batch waits for
+// the server's flow-control reply) and a reply subscription.
 var fastLinger = 1 * time.Millisecond
 
 // batch is the open fast batch.
@@ -129,16 +129,22 @@ func (p *Publisher) newBatch() (*batch, error) {
 
 // runFast is Run with fast batches. window holds the open batch's messages
 // the server has not acknowledged yet, oldest first; the first has batch
-// sequence b.acked+1. Between batches it is empty.
+// sequence b.acked+1. The newest message is held back (holding) until the
+// next item comes, or none comes within fastLinger: then it goes out as
+// the batch's commit, which the server stores. (Closing a batch without a
+// message of its own would send an empty end-of-batch message, which core
+// NATS subscribers of the subject would see.) A batch of one message is
+// then one publish and its PubAck. Between batches the window is empty.
 func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) error {
 	var window queue
 	var b *batch
+	holding := false
 	linger := time.NewTimer(fastLinger)
 	defer linger.Stop()
 	for {
 		var item Item
 		var open bool
-		if b == nil {
+		if !holding {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -151,33 +157,41 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 				return ctx.Err()
 			case item, open = <-in:
 			case <-linger.C:
-				// Nothing more came: commit, so the tail is acknowledged
-				// without waiting for later events.
-				if err := p.commit(ctx, b, &window, acks); err != nil {
+				disabled, err := p.commit(ctx, b, &window, acks)
+				if err != nil {
 					return err
 				}
-				b = nil
+				if disabled {
+					return p.runAsync(ctx, in, acks)
+				}
+				b, holding = nil, false
 				continue
 			}
 		}
 		if !open {
-			if b == nil {
+			if !holding {
 				return nil
 			}
-			return p.commit(ctx, b, &window, acks)
+			_, err := p.commit(ctx, b, &window, acks)
+			return err
 		}
 		pm, err := p.prepare(item)
 		if err != nil {
 			return err
 		}
-		if pm.dead {
-			// It may belong to another stream than the batch.
-			if b != nil {
-				if err := p.commit(ctx, b, &window, acks); err != nil {
-					return err
-				}
-				b = nil
+		if holding && pm.dead {
+			// It may belong to another stream than the batch: it goes
+			// alone, after the batch.
+			disabled, err := p.commit(ctx, b, &window, acks)
+			if err != nil {
+				return err
 			}
+			b, holding = nil, false
+			if disabled {
+				return p.runAsync(ctx, in, acks, pm)
+			}
+		}
+		if pm.dead {
 			pm.future = p.publish(pm.msg)
 			window.push(pm)
 			if err := p.drain(ctx, &window, acks); err != nil {
@@ -185,28 +199,36 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 			}
 			continue
 		}
-		if b == nil {
-			if b, err = p.newBatch(); err != nil {
+		if holding {
+			var disabled bool
+			if b, disabled, err = p.add(ctx, b, &window, acks); err != nil {
 				return err
+			}
+			if disabled {
+				return p.runAsync(ctx, in, acks, pm)
 			}
 		}
 		window.push(pm)
-		ack, err := b.fp.AddMsg(pm.msg)
-		if err != nil {
-			disabled, err := p.fastFailed(ctx, b, &window, acks, err)
-			if err != nil {
-				return err
-			}
-			b = nil
-			if disabled {
-				return p.runAsync(ctx, in, acks)
-			}
-			continue
-		}
-		if err := p.ackBatch(b, &window, ack.AckSequence, acks); err != nil {
-			return err
+		holding = true
+	}
+}
+
+// add sends the newest message of the window in batch b (started if nil)
+// and acknowledges what the server has stored. After a failure the window
+// is republished and drained, and the batch is gone (nil).
+func (p *Publisher) add(ctx context.Context, b *batch, window *queue, acks acker) (*batch, bool, error) {
+	if b == nil {
+		var err error
+		if b, err = p.newBatch(); err != nil {
+			return nil, false, err
 		}
 	}
+	ack, err := b.fp.AddMsg(window.items()[window.len()-1].msg)
+	if err != nil {
+		disabled, err := p.fastFailed(ctx, b, window, acks, err)
+		return nil, disabled, err
+	}
+	return b, false, p.ackBatch(b, window, ack.AckSequence, acks)
 }
 
 // ackBatch acknowledges the window up to batch sequence upTo.
@@ -222,26 +244,27 @@ func (p *Publisher) ackBatch(b *batch, window *queue, upTo uint64, acks acker) e
 	return nil
 }
 
-// commit ends the batch and acknowledges the rest of the window once the
-// server has stored it.
-func (p *Publisher) commit(ctx context.Context, b *batch, window *queue, acks acker) error {
+// commit sends the newest message of the window as the commit of batch b
+// (a batch of one if b is nil) and acknowledges the window once the
+// server has stored all of it. disabled is fastFailed's.
+func (p *Publisher) commit(ctx context.Context, b *batch, window *queue, acks acker) (disabled bool, err error) {
+	if b == nil {
+		if b, err = p.newBatch(); err != nil {
+			return false, err
+		}
+	}
 	sent := b.acked + uint64(window.len())
-	ack, err := b.fp.Close(ctx)
+	ack, err := b.fp.CommitMsg(ctx, window.items()[window.len()-1].msg)
 	if err == nil && ack.BatchSize != sent {
 		err = fmt.Errorf("fast batch %s committed %d messages of %d", ack.BatchID, ack.BatchSize, sent)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
-		disabled, err := p.fastFailed(ctx, b, window, acks, err)
-		if disabled && err == nil {
-			// Only a batch start can learn this, and a commit starts none.
-			err = errors.New("BUG: fast batch refused at commit")
-		}
-		return err
+		return p.fastFailed(ctx, b, window, acks, err)
 	}
-	return p.ackBatch(b, window, sent, acks)
+	return false, p.ackBatch(b, window, sent, acks)
 }
 
 // fastFailed handles a batch that ended before the server acknowledged all

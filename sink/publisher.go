@@ -155,8 +155,10 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	return p.runAsync(ctx, in, acks)
 }
 
-// runAsync is Run with PublishAsync: one PubAck per message.
-func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker) error {
+// runAsync is Run with PublishAsync: one PubAck per message. It sends
+// first, built already, before anything from in (fast mode hands over a
+// message when the stream refuses batches).
+func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, first ...pending) error {
 	var window queue
 	// Exclusive mode only: redo holds built messages to send before
 	// anything more from in (the tail of a recovered window, or a
@@ -166,6 +168,12 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker) er
 	// stalled is set once a publish was refused before it was sent: nothing
 	// newer is sent until the window has recovered in order.
 	var stalled bool
+	for _, pm := range first {
+		pm.conn = p.connection()
+		pm.future = p.publish(pm.msg)
+		stalled = stalled || isUnsent(pm)
+		window.push(pm)
+	}
 	for in != nil || window.len() > 0 || len(redo) > 0 {
 		// A failed head goes before any new publish: a message sent after
 		// a reconnect must not overtake the ones lost with the old connection.
