@@ -38,8 +38,10 @@ func BenchmarkRelayBacklog(b *testing.B) {
 		txSize    int
 		configure func(*runConfig)
 	}{
-		{"sink=jetstream/tx=1", 1, nil},
-		{"sink=jetstream/tx=100", 100, nil},
+		{"sink=jetstream/mode=async/tx=1", 1, func(c *runConfig) { c.PublishMode = publishAsync }},
+		{"sink=jetstream/mode=async/tx=100", 100, func(c *runConfig) { c.PublishMode = publishAsync }},
+		{"sink=jetstream/mode=fast/tx=1", 1, func(c *runConfig) { c.PublishMode = publishFast }},
+		{"sink=jetstream/mode=fast/tx=100", 100, func(c *runConfig) { c.PublishMode = publishFast }},
 		{"sink=null/tx=1", 1, func(c *runConfig) { c.Sink = sinkNull }},
 		{"sink=null/tx=100", 100, func(c *runConfig) { c.Sink = sinkNull }},
 	} {

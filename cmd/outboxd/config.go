@@ -24,6 +24,13 @@ const (
 	sinkNull      = "null" // benchmarks: acknowledge without publishing
 )
 
+// The --publish-mode values.
+const (
+	publishAuto  = "auto"  // fast where the server and stream take it, else async
+	publishFast  = "fast"  // JetStream fast-ingest batches; refuse to start without them
+	publishAsync = "async" // one PublishAsync and PubAck per message
+)
+
 // runConfig is every setting of `outboxd run`, parsed and checked.
 type runConfig struct {
 	PGURL           string
@@ -42,6 +49,7 @@ type runConfig struct {
 	Exclusive       bool
 	AllowGap        bool
 	MaxInFlight     int
+	PublishMode     string
 	StatusInterval  time.Duration
 	CheckpointEvery time.Duration
 	ShutdownTimeout time.Duration
@@ -103,6 +111,7 @@ func defaultRunConfig() runConfig {
 		Subject:         "outbox.{aggregate_type}.{event_type}",
 		Checkpoint:      "kv:outboxd",
 		MaxInFlight:     4096,
+		PublishMode:     publishAuto,
 		StatusInterval:  time.Second,
 		CheckpointEvery: 200 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
@@ -144,6 +153,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Exclusive, "exclusive-stream", c.Exclusive, "outboxd is the only writer to the stream: keep commit order across JetStream leader failover by publishing with Nats-Expected-Last-Sequence (use it with R3 streams)")
 	fs.BoolVar(&c.CreateStream, "create-stream", c.CreateStream, "create the stream if it is missing, with file storage, a 2-minute duplicate window and the template's literal prefix as subjects (e.g. outbox.>)")
 	fs.BoolVar(&c.AllowGap, "allow-gap", c.AllowGap, "start even though the slot is ahead of the checkpoint or was recreated (events in the gap are not published)")
+	fs.StringVar(&c.PublishMode, "publish-mode", c.PublishMode, "how events are published: auto (fast where the server, nats-server 2.14+, and the stream, allow_batched, take it; else async), fast (JetStream fast-ingest batches with cumulative acks; refuse to start without them), async (one PublishAsync and PubAck per message; always with --exclusive-stream)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most messages published but not yet acknowledged (1-65536)")
 	fs.DurationVar(&c.StatusInterval, "status-interval", c.StatusInterval, "how often the confirmed position is sent to PostgreSQL (10ms-1m)")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-interval", c.CheckpointEvery, "how often the acknowledged position is saved (10ms-1m)")
@@ -222,6 +232,12 @@ func (c *runConfig) validate() error {
 	}
 	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
 		return fmt.Errorf("--max-in-flight %d is out of range: use 1 to 65536", c.MaxInFlight)
+	}
+	switch {
+	case c.PublishMode != publishAuto && c.PublishMode != publishFast && c.PublishMode != publishAsync:
+		return fmt.Errorf("--publish-mode %q is not a mode: use %s, %s or %s", c.PublishMode, publishAuto, publishFast, publishAsync)
+	case c.PublishMode == publishFast && c.Exclusive:
+		return fmt.Errorf("--publish-mode fast cannot be combined with --exclusive-stream, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use --publish-mode auto or async")
 	}
 	for name, d := range map[string]time.Duration{"--status-interval": c.StatusInterval, "--checkpoint-interval": c.CheckpointEvery} {
 		if d < 10*time.Millisecond || d > time.Minute {

@@ -109,7 +109,11 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		Store: store, Tracker: tracker, Identity: start, Start: start.LSN,
 		Interval: cfg.CheckpointEvery, Logger: log,
 	})
-	publish, err := newSink(cfg, js, nc, tracker, obs.metrics, log)
+	fast, err := fastPublishing(ctx, cfg, js, log)
+	if err != nil {
+		return err
+	}
+	publish, err := newSink(cfg, js, nc, fast, tracker, obs.metrics, log)
 	if err != nil {
 		return &fatalError{err}
 	}
@@ -117,7 +121,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		return err
 	}
 	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("stream", cfg.Stream).
-		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Msg("streaming")
+		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Bool("fast_batches", fast).Msg("streaming")
 
 	streaming = true
 	detach := obs.metrics.Attach(sessionProgress{stream: stream, tracker: tracker})
@@ -137,16 +141,39 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	return p.run(ctx)
 }
 
+// fastPublishing resolves --publish-mode: whether this session publishes
+// in fast batches. auto uses them where the server and stream take them
+// (and not with --exclusive-stream); fast without them is an error that
+// says what is missing.
+func fastPublishing(ctx context.Context, cfg runConfig, js jetstream.JetStream, log zerolog.Logger) (bool, error) {
+	if cfg.Sink == sinkNull || cfg.PublishMode == publishAsync || cfg.Exclusive {
+		return false, nil
+	}
+	err := sink.CheckFastBatch(ctx, js, cfg.Stream)
+	var unsupported *sink.FastBatchError
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &unsupported):
+		return false, err
+	case cfg.PublishMode == publishFast:
+		return false, &fatalError{fmt.Errorf("--publish-mode fast: %w", err)}
+	}
+	log.Info().Str("stream", cfg.Stream).Str("reason", unsupported.Problem).Msg("publishing asynchronously: no fast batches")
+	return false, nil
+}
+
 // newSink returns the Run of the sink --sink names, acknowledging to
-// tracker: the JetStream publisher, or the benchmark's null sink.
-func newSink(cfg runConfig, js jetstream.JetStream, nc *nats.Conn, tracker *checkpoint.Tracker,
+// tracker: the JetStream publisher (in fast batches if fast), or the
+// benchmark's null sink.
+func newSink(cfg runConfig, js jetstream.JetStream, nc *nats.Conn, fast bool, tracker *checkpoint.Tracker,
 	observer sink.Observer, log zerolog.Logger) (func(context.Context, <-chan sink.Item) error, error) {
 	if cfg.Sink == sinkNull {
 		log.Warn().Msg("--sink null: events are acknowledged without being published (benchmarks only)")
 		return func(ctx context.Context, in <-chan sink.Item) error { return sink.Null{}.Run(ctx, in, tracker) }, nil
 	}
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
-		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, Fast: fast, LogPayloads: cfg.LogPayloads, Logger: log,
 		Observer: observer,
 	})
 	if err != nil {

@@ -128,14 +128,27 @@ func TestPostgresRestart(t *testing.T) {
 // are absorbed by Nats-Msg-Id, and with --exclusive-stream a message lost
 // with the old leader is not overtaken by later ones (commit order).
 func TestJetStreamClusterFailover(t *testing.T) {
+	testJetStreamClusterFailover(t, false, "--exclusive-stream")
+}
+
+// TestJetStreamClusterFailoverFast is TestJetStreamClusterFailover with
+// fast batches instead of --exclusive-stream: a batch lives on the stream
+// leader and its followers track its sequence, so a message lost with the
+// old leader ends the batch (gap mode fail) instead of being overtaken,
+// and outboxd republishes from it in order.
+func TestJetStreamClusterFailoverFast(t *testing.T) {
+	testJetStreamClusterFailover(t, true, "--publish-mode", "fast")
+}
+
+func testJetStreamClusterFailover(t *testing.T, batched bool, flags ...string) {
 	e := newClusterEnv(t, pgtest.Shared(t), true)
 	if _, err := e.js().CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName, Subjects: []string{"outbox.>"},
-		Storage: jetstream.FileStorage, Replicas: 3, Duplicates: 2 * time.Minute}); err != nil {
+		Storage: jetstream.FileStorage, Replicas: 3, Duplicates: 2 * time.Minute, AllowBatchPublish: batched}); err != nil {
 		t.Fatal(err)
 	}
 	check := checker.New()
 	w := e.newWriter(check, 50)
-	p := e.start(e.args("--exclusive-stream")...)
+	p := e.start(e.args(flags...)...)
 	e.waitStreaming(p)
 	writes := w.background(0, 3*time.Millisecond, func(i int) (int, bool) { return 1 + i%20, true })
 	for i := 0; i < 2; i++ {
