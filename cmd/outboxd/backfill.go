@@ -125,13 +125,13 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 		Msg("created replication slot with an exported snapshot")
 	// The replication connection stays open and idle until the read is
 	// done: closing it, or any command on it, ends the exported snapshot.
-	n, err := publishSnapshot(ctx, cfg, js, nc, snap, created, log)
+	counts, err := publishSnapshot(ctx, cfg, js, nc, snap, created, log)
 	stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a walsender not streaming has nothing to confirm
 	if err != nil {
 		return abandonSlot(ctx, cfg.runConfig, err)
 	}
-	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s\n",
-		n, cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream)
+	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s (%d of them the stream held already, %d dead-lettered)\n",
+		counts.done.Load(), cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream, counts.duplicates.Load(), counts.dead.Load())
 	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
 		cfg.Slot, snap.ConsistentPoint)
 	return nil
@@ -247,34 +247,34 @@ func dropSlot(ctx context.Context, pgURL, slot string) error {
 
 // publishSnapshot imports the slot's snapshot in a read-only transaction,
 // publishes every row matching the predicate through the run's publisher
-// and returns how many were acknowledged.
+// and returns the counts of what was acknowledged.
 func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetStream, nc *nats.Conn,
-	snap replication.SlotSnapshot, created time.Time, log zerolog.Logger) (int64, error) {
+	snap replication.SlotSnapshot, created time.Time, log zerolog.Logger) (*backfillProgress, error) {
 	read, err := replication.BeginSnapshotRead(ctx, cfg.PGURL, snap.Name, cfg.snapshotQuery())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer read.Close(context.WithoutCancel(ctx))
 	// Every row committed before the consistent point, at a time no later
 	// than the slot's creation; its own xid is not known.
 	rows, err := cfg.snapshotReader(read, decoder.TxInfo{CommitLSN: snap.ConsistentPoint, CommitTime: created})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	total, err := read.Count(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	log.Info().Int64("rows", total).Str("where", cfg.Where).Str("publication_row_filter", read.RowFilter()).
 		Msg("publishing the snapshot's rows")
+	progress := newProgress(cfg.progress, cfg.terminal, total)
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
 		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
-		Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log,
+		Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log, Observer: progress,
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	progress := newProgress(cfg.progress, cfg.terminal, total)
 	g, gctx := errgroup.WithContext(ctx)
 	items := make(chan sink.Item, channelSize)
 	g.Go(func() error {
@@ -283,11 +283,11 @@ func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetSt
 	})
 	g.Go(func() error { return publisher.Run(gctx, items, progress) })
 	err = g.Wait()
-	done := progress.finish()
+	progress.finish()
 	if err != nil {
-		return done, err
+		return progress, err
 	}
-	return done, read.Commit(ctx)
+	return progress, read.Commit(ctx)
 }
 
 // snapshotQuery selects the predicate's rows in (created_at, id) order,

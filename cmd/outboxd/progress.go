@@ -22,6 +22,10 @@ const progressEvery = 5 * time.Second
 type backfillProgress struct {
 	total int64
 	done  atomic.Int64
+	// duplicates and dead count the acknowledgements that were duplicates
+	// (the old relay, or an earlier backfill, stored the id first) and
+	// dead letters; the publisher reports them as an Observer.
+	duplicates, dead atomic.Int64
 	start time.Time
 	// bar is nil when not on a terminal; then lines go to out.
 	bar      *progressbar.ProgressBar
@@ -105,3 +109,16 @@ func (p *backfillProgress) line(done int64) {
 	}
 	fmt.Fprintf(p.out, "backfill: %d/%d rows (%.1f%%), %.0f rows/s, ETA %s\n", done, p.total, pct, rate, eta)
 }
+
+// Published counts the duplicates among the acknowledged events.
+func (p *backfillProgress) Published(_ time.Time, duplicate bool) {
+	if duplicate {
+		p.duplicates.Add(1)
+	}
+}
+
+// DeadLettered counts the rows sent to the dead-letter subject.
+func (p *backfillProgress) DeadLettered() { p.dead.Add(1) }
+
+// PublishFailed is nothing to count: the publisher retries and logs.
+func (p *backfillProgress) PublishFailed(string) {}

@@ -152,7 +152,7 @@ func waitOutput(t *testing.T, p *proc, re *regexp.Regexp, timeout time.Duration)
 
 var (
 	progressStart = regexp.MustCompile(`backfill: 0/(\d+) rows`)
-	backfilled    = regexp.MustCompile(`backfilled (\d+) rows`)
+	backfilled    = regexp.MustCompile(`backfilled (\d+) rows .*\((\d+) of them the stream held already, (\d+) dead-lettered\)`)
 	runDuplicate  = regexp.MustCompile(`"event_id":"([^"]+)"[^\n]*duplicate absorbed by JetStream`)
 )
 
@@ -213,7 +213,9 @@ func TestBackfillCutOver(t *testing.T) {
 	if writtenDuring < 30 {
 		t.Fatalf("only %d rows were written while backfill read the snapshot: the test proves nothing", writtenDuring)
 	}
-	n, _ := strconv.Atoi(waitOutput(t, bf, backfilled, time.Second)[1])
+	summary := waitOutput(t, bf, backfilled, time.Second)
+	n, _ := strconv.Atoi(summary[1])
+	heldAlready, _ := strconv.Atoi(summary[2])
 	if n != total {
 		t.Errorf("backfill published %d rows, its snapshot counted %d", n, total)
 	}
@@ -251,6 +253,9 @@ func TestBackfillCutOver(t *testing.T) {
 	// Ids published twice: by backfill after the old relay, or the other
 	// way round, or by run after the old relay (or before it).
 	overlap := oldDuplicates + (n - bySource["backfill"])
+	if heldAlready != n-bySource["backfill"] {
+		t.Errorf("backfill reported %d of its %d rows already in the stream, but %d of them are not its copies", heldAlready, n, n-bySource["backfill"])
+	}
 	t.Logf("%s; stored by source %v; backfill published %d; old relay published %d (%d duplicates); rows in all %d",
 		report, bySource, n, oldPublished, oldDuplicates, countRows(t, e))
 	if report.Lost != 0 || report.Unexpected != 0 || report.Duplicates != 0 {
@@ -604,7 +609,10 @@ func TestBackfillDeadLetter(t *testing.T) {
 	if e.slotExists() {
 		t.Fatal("the slot is left after the failed backfill")
 	}
-	e.runOK(e.backfillArgs("--create-stream", "--where", "true", "--dead-letter", "outbox.dead")...)
+	out := e.runOK(e.backfillArgs("--create-stream", "--where", "true", "--dead-letter", "outbox.dead")...)
+	if !strings.Contains(out, "backfilled 3 rows") || !strings.Contains(out, ", 1 dead-lettered)") {
+		t.Errorf("backfill summary does not count 3 rows and 1 dead letter:\n%s", tail(out, 3))
+	}
 	msgs := e.readStream(e.js(), 3, 30*time.Second)
 	dead := 0
 	for _, m := range msgs {
