@@ -130,7 +130,7 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 	if err != nil {
 		return abandonSlot(ctx, cfg.runConfig, err)
 	}
-	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s (%d of them the stream held already, %d dead-lettered)\n",
+	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s (%d of them acknowledged as held already, %d dead-lettered)\n",
 		counts.done.Load(), cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream, counts.duplicates.Load(), counts.dead.Load())
 	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
 		cfg.Slot, snap.ConsistentPoint)
@@ -267,10 +267,15 @@ func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetSt
 	}
 	log.Info().Int64("rows", total).Str("where", cfg.Where).Str("publication_row_filter", read.RowFilter()).
 		Msg("publishing the snapshot's rows")
+	// --publish-mode is resolved as run resolves it.
+	fast, err := fastPublishing(ctx, cfg.runConfig, js, log)
+	if err != nil {
+		return nil, err
+	}
 	progress := newProgress(cfg.progress, cfg.terminal, total)
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
 		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
-		Exclusive: cfg.Exclusive, LogPayloads: cfg.LogPayloads, Logger: log, Observer: progress,
+		Exclusive: cfg.Exclusive, Fast: fast, LogPayloads: cfg.LogPayloads, Logger: log, Observer: progress,
 	})
 	if err != nil {
 		return nil, err

@@ -152,7 +152,7 @@ func waitOutput(t *testing.T, p *proc, re *regexp.Regexp, timeout time.Duration)
 
 var (
 	progressStart = regexp.MustCompile(`backfill: 0/(\d+) rows`)
-	backfilled    = regexp.MustCompile(`backfilled (\d+) rows .*\((\d+) of them the stream held already, (\d+) dead-lettered\)`)
+	backfilled    = regexp.MustCompile(`backfilled (\d+) rows .*\((\d+) of them acknowledged as held already, (\d+) dead-lettered\)`)
 	runDuplicate  = regexp.MustCompile(`"event_id":"([^"]+)"[^\n]*duplicate absorbed by JetStream`)
 )
 
