@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,8 +29,27 @@ func BenchmarkPublisher(b *testing.B) {
 	b.Run("sync=always/mode=fast", func(b *testing.B) { benchmarkPublisher(b, fast, natstest.WithSyncAlways()) })
 }
 
+// BenchmarkPublisherWindow is BenchmarkPublisher (sync=default) for
+// several --max-in-flight windows, async and fast, to choose the default.
+func BenchmarkPublisherWindow(b *testing.B) {
+	for _, window := range []int{256, 1024, 4096, 16384} {
+		for _, fast := range []bool{false, true} {
+			mode := "async"
+			if fast {
+				mode = "fast"
+			}
+			b.Run(fmt.Sprintf("window=%d/mode=%s", window, mode), func(b *testing.B) {
+				benchmarkPublisher(b, Config{Fast: fast, MaxInFlight: window})
+			})
+		}
+	}
+}
+
 func benchmarkPublisher(b *testing.B, mode Config, opts ...natstest.Option) {
-	const maxInFlight = 4096
+	maxInFlight := 4096
+	if mode.MaxInFlight != 0 {
+		maxInFlight = mode.MaxInFlight
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	srv := natstest.Start(b, opts...)
