@@ -83,3 +83,18 @@ func benchmarkPublisher(b *testing.B, mode Config, opts ...natstest.Option) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")
 }
+
+// BenchmarkMessage builds the NATS message of one event with a 200-byte
+// payload and two row headers: the publisher's own per-event cost.
+func BenchmarkMessage(b *testing.B) {
+	srv := natstest.Start(b)
+	nc, js := newJetStream(b, srv)
+	p := newTestPublisher(b, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: testTemplate(b, defaultTemplate)})
+	ev := newEventBuilder(b).items(1, 1, 200)[0].Event
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.message(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

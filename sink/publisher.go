@@ -493,6 +493,18 @@ func setField(h nats.Header, key, value string) {
 	h[key] = []string{value}
 }
 
+// fieldValues hands out one-value header slices from one backing array, so
+// a message's headers cost one allocation instead of one each. Each slice
+// is capped at its one value: an append to it copies instead of
+// overwriting the next header's value.
+type fieldValues []string
+
+func (f *fieldValues) one(v string) []string {
+	*f = append(*f, v)
+	n := len(*f)
+	return (*f)[n-1 : n : n]
+}
+
 // headerValue makes s safe as a header value: control characters (which
 // would end the header line) become spaces, and it is cut at 1 KiB.
 func headerValue(s string) string {
@@ -522,6 +534,7 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 		return nil, err
 	}
 	h := make(nats.Header, len(ev.Headers)+8)
+	vals := make(fieldValues, 0, len(ev.Headers)+8)
 	for _, kv := range ev.Headers {
 		// Nats-* headers steer JetStream (dedupe, expectations, rollups,
 		// TTLs): a row may not set them.
@@ -531,16 +544,22 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 		if err := CheckHeader(kv.Key, kv.Value); err != nil {
 			return nil, rowErr("headers", "has "+err.Error())
 		}
-		h[kv.Key] = []string{kv.Value}
+		h[kv.Key] = vals.one(kv.Value)
 	}
-	h[jetstream.MsgIDHeader] = []string{ev.ID}
-	h[jetstream.ExpectedStreamHeader] = []string{p.cfg.Stream}
-	setField(h, HeaderAggregateType, ev.AggregateType)
-	setField(h, HeaderAggregateID, ev.AggregateID)
-	setField(h, HeaderEventType, ev.EventType)
-	h[HeaderLSN] = []string{ev.Tx.CommitLSN.String()}
-	h[HeaderXid] = []string{strconv.FormatUint(uint64(ev.Tx.Xid), 10)}
-	h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
+	h[jetstream.MsgIDHeader] = vals.one(ev.ID)
+	h[jetstream.ExpectedStreamHeader] = vals.one(p.cfg.Stream)
+	for _, f := range [...]struct{ key, value string }{
+		{HeaderAggregateType, ev.AggregateType}, {HeaderAggregateID, ev.AggregateID}, {HeaderEventType, ev.EventType},
+	} {
+		if f.value == "" {
+			delete(h, f.key) // a row's own header of that name must not stand in
+			continue
+		}
+		h[f.key] = vals.one(f.value)
+	}
+	h[HeaderLSN] = vals.one(ev.Tx.CommitLSN.String())
+	h[HeaderXid] = vals.one(strconv.FormatUint(uint64(ev.Tx.Xid), 10))
+	h[HeaderCommitTime] = vals.one(ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano))
 
 	if size := int64(len(ev.Payload)) + headerSize(h); p.maxPayload > 0 && size > p.maxPayload {
 		return nil, rowErr("payload", fmt.Sprintf("makes a message of %d bytes (payload %d + headers) exceeds the server's max_payload of %d bytes; raise max_payload on the NATS server or make the payload smaller",
