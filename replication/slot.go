@@ -138,6 +138,21 @@ func InspectSlot(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, er
 // name that exists already is an error matching ErrSlotExists that says what
 // it is and what to do.
 func CreateSlot(ctx context.Context, cfg Config) (pglogrepl.LSN, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	conn, err := pgx.Connect(ctx, cfg.ConnString)
+	if err != nil {
+		return 0, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	existing, err := InspectSlot(ctx, conn, cfg.Slot)
+	conn.Close(context.WithoutCancel(ctx))
+	switch {
+	case err == nil:
+		return 0, existsError(existing)
+	case !errors.Is(err, ErrSlotNotFound):
+		return 0, err
+	}
 	stream, err := Connect(ctx, cfg)
 	if err != nil {
 		return 0, err
@@ -145,11 +160,21 @@ func CreateSlot(ctx context.Context, cfg Config) (pglogrepl.LSN, error) {
 	defer stream.conn.Close(context.WithoutCancel(ctx))
 	lsn, err := stream.CreateSlot(ctx)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object
-		return 0, fmt.Errorf("replication slot %q: %w; fix: outboxd run uses it as it is (see `outboxd slot info --slot %s`), or choose another --slot",
+	if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object: created meanwhile
+		return 0, fmt.Errorf("replication slot %q: %w; fix: see it with `outboxd slot info --slot %s`, or choose another --slot",
 			cfg.Slot, ErrSlotExists, cfg.Slot)
 	}
 	return lsn, err
+}
+
+// existsError says what the slot in the way is and what to do about it.
+func existsError(s SlotInfo) error {
+	if problem := s.Usable(); problem != "" {
+		return fmt.Errorf("replication slot %q: %w and %s; fix: choose another --slot, or drop it if nothing else reads it",
+			s.Name, ErrSlotExists, problem)
+	}
+	return fmt.Errorf("replication slot %q: %w (plugin %s, confirmed_flush_lsn %s): outboxd run uses it as it is; fix: nothing to do, or to start over from now drop it first with `outboxd slot drop --slot %s --yes` (events not yet published are lost)",
+		s.Name, ErrSlotExists, s.Plugin, s.ConfirmedFlush, s.Name)
 }
 
 // DropOptions are how DropSlot treats a slot in use.
@@ -173,24 +198,41 @@ func DropSlot(ctx context.Context, conn *pgx.Conn, name string, opts DropOptions
 	}
 	info, err := InspectSlot(ctx, conn, name)
 	if errors.Is(err, ErrSlotNotFound) {
-		return SlotInfo{}, fmt.Errorf("replication slot %q: %w, so there is nothing to drop; fix: check --slot and --pg-url (SELECT slot_name FROM pg_replication_slots lists the slots)", name, ErrSlotNotFound)
+		return SlotInfo{}, NothingToDrop(name)
 	}
 	if err != nil {
 		return SlotInfo{}, err
 	}
-	if info.Type != "logical" || info.Plugin != Plugin {
-		return info, fmt.Errorf("replication slot %q is a %s slot of plugin %q, not outboxd's kind (logical, %s): another tool probably reads it; outboxd does not drop it, drop it with SELECT pg_drop_replication_slot('%s') if you are sure",
-			name, info.Type, info.Plugin, Plugin, name)
-	}
-	if info.Database != info.ConnectedDatabase {
-		return info, fmt.Errorf("replication slot %q belongs to database %q, and PostgreSQL drops a logical slot only from its own database; fix: point --pg-url at database %q",
-			name, info.Database, info.ConnectedDatabase)
-	}
-	if info.Active && !opts.Force {
-		return info, fmt.Errorf("replication slot %q: %w (server process %d%s); fix: stop that outboxd first, or pass --force to terminate it",
-			name, ErrSlotActive, info.ActivePID, applicationSuffix(info.ActiveApplication))
+	if err := info.Droppable(opts.Force); err != nil {
+		return info, err
 	}
 	return info, dropFreed(ctx, conn, name, opts.Wait)
+}
+
+// NothingToDrop is the error for dropping a slot that does not exist; it
+// matches ErrSlotNotFound.
+func NothingToDrop(name string) error {
+	return fmt.Errorf("replication slot %q: %w, so there is nothing to drop; fix: check --slot and --pg-url (SELECT slot_name FROM pg_replication_slots lists the slots)", name, ErrSlotNotFound)
+}
+
+// Droppable says why DropSlot would refuse the slot: it is not a logical
+// pgoutput slot (another tool reads it), it belongs to another database
+// (PostgreSQL drops a logical slot only from its own), or it is active and
+// force is not set. Nil when it may be dropped.
+func (s SlotInfo) Droppable(force bool) error {
+	if s.Type != "logical" || s.Plugin != Plugin {
+		return fmt.Errorf("replication slot %q is a %s slot of plugin %q, not outboxd's kind (logical, %s): another tool probably reads it; outboxd does not drop it, drop it with SELECT pg_drop_replication_slot('%s') if you are sure",
+			s.Name, s.Type, s.Plugin, Plugin, s.Name)
+	}
+	if s.Database != s.ConnectedDatabase {
+		return fmt.Errorf("replication slot %q belongs to database %q, and PostgreSQL drops a logical slot only from its own database; fix: point --pg-url at database %q",
+			s.Name, s.Database, s.Database)
+	}
+	if s.Active && !force {
+		return fmt.Errorf("replication slot %q: %w (server process %d%s); fix: stop that outboxd first, or pass --force to terminate it",
+			s.Name, ErrSlotActive, s.ActivePID, applicationSuffix(s.ActiveApplication))
+	}
+	return nil
 }
 
 func applicationSuffix(app string) string {

@@ -83,7 +83,7 @@ func TestSlotLifecycle(t *testing.T) {
 	t.Cleanup(func() {
 		conn.Exec(context.Background(), "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", slot)
 	}) //nolint:errcheck
-	if _, err := CreateSlot(ctx, cfg); !errors.Is(err, ErrSlotExists) || !strings.Contains(err.Error(), `"`+slot+`"`) || !strings.Contains(err.Error(), "another --slot") {
+	if _, err := CreateSlot(ctx, cfg); !errors.Is(err, ErrSlotExists) || !strings.Contains(err.Error(), `"`+slot+`"`) || !strings.Contains(err.Error(), "outboxd slot drop --slot "+slot) {
 		t.Errorf("CreateSlot of an existing slot = %v, want ErrSlotExists naming it and the fix", err)
 	}
 

@@ -227,6 +227,9 @@ func (c *runConfig) validate() error {
 	if c.location, err = checkpoint.ParseLocation(c.Checkpoint); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
 	}
+	if err := replication.ValidSlotName(c.Slot); err != nil {
+		return fmt.Errorf("--slot: %w", err)
+	}
 	if c.Stream == "" {
 		return fmt.Errorf("--stream is empty: name the JetStream stream, e.g. OUTBOX")
 	}

@@ -33,6 +33,14 @@ func WithSyncAlways() Option { return func(c *settings) { c.SyncAlways = true } 
 // WithMaxPayload sets the largest message the server accepts, in bytes.
 func WithMaxPayload(n int32) Option { return func(c *settings) { c.MaxPayload = n } }
 
+// WithMonitoring opens the HTTP monitoring port (/jsz, /varz) on a free
+// loopback port; MonitorURL returns it.
+func WithMonitoring() Option {
+	return func(c *settings) {
+		c.tune = append(c.tune, func(o *server.Options) { o.HTTPHost, o.HTTPPort = "127.0.0.1", -1 })
+	}
+}
+
 // Server is an in-process NATS server with JetStream. Its methods are safe
 // for concurrent use.
 type Server struct {
@@ -58,6 +66,17 @@ func Start(t testing.TB, opts ...Option) *Server {
 
 // URL returns the client URL; it stays the same across Restart.
 func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.cfg.Port) }
+
+// MonitorURL returns the HTTP monitoring URL of a server started
+// WithMonitoring ("" otherwise, or while it is shut down). Its port
+// changes on Restart.
+func (s *Server) MonitorURL() string {
+	srv := s.Server()
+	if srv == nil || srv.MonitorAddr() == nil {
+		return ""
+	}
+	return "http://" + srv.MonitorAddr().String()
+}
 
 // Name returns the server's configured name: n1…nN for the nodes of a
 // Cluster, empty for a server from Start (nats-server then names it by its

@@ -2,7 +2,9 @@ package natstest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -70,5 +72,25 @@ func TestOptions(t *testing.T) {
 	}
 	if got := Start(t).Server().JetStreamConfig().SyncAlways; got {
 		t.Error("SyncAlways by default = true, want false")
+	}
+}
+
+func TestWithMonitoring(t *testing.T) {
+	if url := Start(t).MonitorURL(); url != "" {
+		t.Errorf("MonitorURL without WithMonitoring = %q, want empty", url)
+	}
+	s := Start(t, WithMonitoring(), WithSyncAlways())
+	resp, err := http.Get(s.MonitorURL() + "/jsz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Config struct {
+			SyncAlways bool `json:"sync_always"`
+		} `json:"config"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil || !jsz.Config.SyncAlways {
+		t.Errorf("/jsz at %s: sync_always %v (%v), want true", s.MonitorURL(), jsz.Config.SyncAlways, err)
 	}
 }

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/replication"
+)
+
+// TestStatusAndSlotBadInput: bad flags of status and slot stop them before
+// they connect, with the flag, the value and what is accepted.
+func TestStatusAndSlotBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"negative threshold", []string{"status", "--warn-retained-mib", "-1"}, []string{"--warn-retained-mib -1", "0 or more"}},
+		{"threshold not a number", []string{"status", "--warn-retained-mib", "lots"}, []string{"lots", "warn-retained-mib"}},
+		{"timeout too short", []string{"status", "--timeout", "10ms"}, []string{"--timeout 10ms", "1s to 10m"}},
+		{"status slot name", []string{"status", "--slot", "Bad-Slot"}, []string{`"Bad-Slot"`, "lower-case letters, digits or underscores"}},
+		{"create slot name", []string{"slot", "create", "--slot", "bad slot"}, []string{`--slot: slot name "bad slot" is invalid`}},
+		{"info slot name", []string{"slot", "info", "--slot", "x;drop"}, []string{`"x;drop"`}},
+		{"drop slot name", []string{"slot", "drop", "--slot", strings.Repeat("s", 64), "--yes"}, []string{strings.Repeat("s", 64), "1-63"}},
+		{"run slot name", []string{"run", "--slot", "Outboxd"}, []string{`--slot: slot name "Outboxd" is invalid`}},
+		{"slot without subcommand argument", []string{"slot", "create", "extra"}, []string{"unknown command", "extra"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := execute(t, newRootCommand(), tt.args, nil)
+			if err == nil {
+				t.Fatalf("%v succeeded, want an error", tt.args)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1536, "1.5 KiB (1536 bytes)"},
+		{5 << 20, "5.0 MiB (5242880 bytes)"},
+		{3 << 30, "3.0 GiB (3221225472 bytes)"},
+	}
+	for _, tt := range tests {
+		if got := humanBytes(tt.n); got != tt.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestDerivedWarnings: each warning appears when its condition holds and
+// not otherwise.
+func TestDerivedWarnings(t *testing.T) {
+	healthy := func() statusReport {
+		info := replication.SlotInfo{Name: "outboxd", Type: "logical", Plugin: "pgoutput", Database: "app", ConnectedDatabase: "app",
+			WALStatus: "reserved", ConfirmedFlush: 0x2000, Restart: 0x1000, CurrentWAL: 0x3000, RetainedBytes: 0x2000, LagBytes: 0x1000}
+		return statusReport{
+			Slot:        newSlotReport(info),
+			Publication: publicationReport{Name: "outboxd", presence: presence{Exists: true}, PublishesInsert: true, HoldsTable: true},
+			Stream:      streamReport{Name: "OUTBOX", presence: presence{Exists: true}},
+			Checkpoint:  checkpointReport{Store: "kv:outboxd/outboxd", presence: presence{Exists: true}, Slot: "outboxd", LSN: "0/2000", lsn: 0x2000},
+		}
+	}
+	const limit = 1 << 20
+	tests := []struct {
+		name   string
+		change func(r *statusReport)
+		want   []string // codes
+	}{
+		{"healthy", func(*statusReport) {}, nil},
+		{"inactive slot over the limit", func(r *statusReport) { r.Slot.RetainedWALBytes = limit + 1 }, []string{"slot_inactive_retaining_wal"}},
+		{"inactive slot at the limit", func(r *statusReport) { r.Slot.RetainedWALBytes = limit }, nil},
+		{"active slot over the limit", func(r *statusReport) { r.Slot.RetainedWALBytes, r.Slot.Active = 10*limit, true }, nil},
+		{"checkpoint behind slot", func(r *statusReport) { r.Checkpoint.lsn = 0x1fff }, []string{"checkpoint_behind_slot"}},
+		{"checkpoint ahead of slot", func(r *statusReport) { r.Checkpoint.lsn = 0x2500 }, nil},
+		{"checkpoint of another slot", func(r *statusReport) { r.Checkpoint.Slot = "other" }, []string{"checkpoint_other_slot"}},
+		{"no checkpoint yet", func(r *statusReport) { r.Checkpoint.presence = presence{Problem: "none saved yet"} }, nil},
+		{"checkpoint unreadable", func(r *statusReport) { r.Checkpoint.presence = presence{Problem: "cannot read", unreadable: true} }, []string{"checkpoint_unreadable"}},
+		{"slot of another plugin", func(r *statusReport) { r.Slot.info.Plugin = "wal2json" }, []string{"slot_unusable"}},
+		{"slot lost", func(r *statusReport) { r.Slot.info.WALStatus = "lost" }, []string{"slot_unusable"}},
+		{"slot unreserved", func(r *statusReport) { r.Slot.WALStatus = "unreserved" }, []string{"slot_wal_at_risk"}},
+		{"slot missing", func(r *statusReport) {
+			r.Slot = slotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
+		}, []string{"slot_missing"}},
+		{"postgres down", func(r *statusReport) {
+			r.Slot.presence = presence{Problem: "cannot read", unreadable: true}
+			r.Publication.presence = r.Slot.presence
+		}, []string{"slot_unreadable", "publication_unreadable"}},
+		{"publication missing", func(r *statusReport) { r.Publication.presence = presence{Problem: "does not exist"} }, []string{"publication_missing"}},
+		{"publication without the table", func(r *statusReport) { r.Publication.HoldsTable = false }, []string{"publication_lacks_table"}},
+		{"stream missing", func(r *statusReport) { r.Stream.presence = presence{Problem: "does not exist"} }, []string{"stream_missing"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := healthy()
+			tt.change(&r)
+			var got []string
+			for _, w := range derivedWarnings(r, limit) {
+				got = append(got, w.Code)
+				if w.Message == "" {
+					t.Errorf("warning %s has no message", w.Code)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("warnings %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStatusMissingEverything: on a bare database and an empty NATS
+// server, status reports each object missing with what creates it, and
+// exits 0; with NATS down, the stream is unreadable and the rest still shows.
+func TestStatusMissingEverything(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	ns := natstest.Start(t)
+	args := []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--slot", "status_missing", "--json"}
+	out, _, err := execute(t, newRootCommand(), args, nil)
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+	}
+	for section, fix := range map[string]string{
+		"slot":        "outboxd slot create --slot status_missing",
+		"publication": "outboxd migrate",
+		"stream":      "nats stream add OUTBOX",
+		"checkpoint":  "none saved yet",
+	} {
+		s := r[section].(map[string]any)
+		if s["exists"] != false || !strings.Contains(s["problem"].(string), fix) {
+			t.Errorf("%s = %v, want exists false and a problem naming %q", section, s, fix)
+		}
+	}
+	codes := warningCodes(t, r)
+	if codes != "slot_missing,publication_missing,stream_missing" {
+		t.Errorf("warnings %s, want slot_missing,publication_missing,stream_missing", codes)
+	}
+
+	ns.Shutdown()
+	out, _, err = execute(t, newRootCommand(), args[:len(args)-1], nil)
+	if err != nil {
+		t.Fatalf("status with NATS down: %v", err)
+	}
+	for _, want := range []string{"stream OUTBOX", "cannot read: connect to NATS", "[stream_unreadable]", "[checkpoint_unreadable]", "[slot_missing]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status with NATS down lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func warningCodes(t *testing.T, r map[string]any) string {
+	t.Helper()
+	var codes []string
+	for _, w := range r["warnings"].([]any) {
+		codes = append(codes, w.(map[string]any)["code"].(string))
+	}
+	return strings.Join(codes, ",")
+}
+
+// TestSlotCommands runs slot create, info and drop against a real
+// PostgreSQL, with each refusal.
+func TestSlotCommands(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	const slot = "cmd_slot_test"
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ($1, $2)", slot, slot+"_td") //nolint:errcheck
+	})
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		out, _, err := execute(t, newRootCommand(), append(args, "--pg-url", dsn), nil)
+		return out, err
+	}
+
+	if _, err := run("slot", "info", "--slot", slot); err == nil || !strings.Contains(err.Error(), "outboxd slot create --slot "+slot) {
+		t.Errorf("info of a missing slot = %v, want the command that creates it", err)
+	}
+	out, err := run("slot", "create", "--slot", slot)
+	if err != nil || !strings.Contains(out, "consistent point") {
+		t.Fatalf("create = %q, %v", out, err)
+	}
+	if _, err := run("slot", "create", "--slot", slot); err == nil || !strings.Contains(err.Error(), "exists already") || !strings.Contains(err.Error(), "outboxd slot drop --slot "+slot) {
+		t.Errorf("create of an existing slot = %v, want an error naming it and the way to start over", err)
+	}
+
+	out, err = run("slot", "info", "--slot", slot, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info slotReport
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, out)
+	}
+	var plugin, confirmed, restart string
+	if err := conn.QueryRow(ctx, "SELECT plugin, confirmed_flush_lsn::text, restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).
+		Scan(&plugin, &confirmed, &restart); err != nil {
+		t.Fatal(err)
+	}
+	if !info.Exists || info.Plugin != plugin || info.ConfirmedFlushLSN != confirmed || info.RestartLSN != restart || info.Active {
+		t.Errorf("info --json = %+v, want pg_replication_slots' plugin %s, confirmed %s, restart %s, inactive", info, plugin, confirmed, restart)
+	}
+
+	// Drop without --yes explains and keeps the slot.
+	out, err = run("slot", "drop", "--slot", slot)
+	if err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Errorf("drop without --yes = %v, want a refusal asking for --yes", err)
+	}
+	for _, want := range []string{"not yet published", "are lost", "--allow-gap", "consistent point"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("drop's explanation lacks %q:\n%s", want, out)
+		}
+	}
+	assertSlot(t, conn, slot, true)
+
+	// Held by a walsender: refused, naming the PID; --force terminates it.
+	pid := holdSlot(t, dsn, conn, slot)
+	if _, err := run("slot", "drop", "--slot", slot, "--yes"); err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), pidText(pid)) {
+		t.Errorf("drop of an active slot = %v, want a refusal naming PID %d and --force", err, pid)
+	}
+	assertSlot(t, conn, slot, true)
+	out, err = run("slot", "drop", "--slot", slot, "--yes", "--force")
+	if err != nil || !strings.Contains(out, "terminated server process "+pidText(pid)) || !strings.Contains(out, "dropped replication slot") {
+		t.Fatalf("drop --force = %q, %v", out, err)
+	}
+	assertSlot(t, conn, slot, false)
+	if _, err := run("slot", "drop", "--slot", slot, "--yes"); err == nil || !strings.Contains(err.Error(), "nothing to drop") {
+		t.Errorf("drop of a missing slot = %v, want nothing to drop", err)
+	}
+
+	// A slot of another plugin: create names it, drop refuses before --yes.
+	if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", slot+"_td"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("slot", "create", "--slot", slot+"_td"); err == nil || !strings.Contains(err.Error(), `uses output plugin "test_decoding"`) {
+		t.Errorf("create over a test_decoding slot = %v, want an error naming the plugin", err)
+	}
+	if _, err := run("slot", "drop", "--slot", slot+"_td", "--yes", "--force"); err == nil || !strings.Contains(err.Error(), "another tool") {
+		t.Errorf("drop of a test_decoding slot = %v, want a refusal", err)
+	}
+	assertSlot(t, conn, slot+"_td", true)
+	out, err = run("slot", "info", "--slot", slot+"_td")
+	if err != nil || !strings.Contains(out, "test_decoding") || !strings.Contains(out, "outboxd cannot use it") {
+		t.Errorf("info of a test_decoding slot = %q, %v; want the plugin and that outboxd cannot use it", out, err)
+	}
+}
+
+func pidText(pid int32) string { return strconv.Itoa(int(pid)) }
+
+func assertSlot(t *testing.T, conn *pgx.Conn, slot string, want bool) {
+	t.Helper()
+	var exists bool
+	if err := conn.QueryRow(context.Background(), "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)", slot).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists != want {
+		t.Fatalf("slot %s exists = %v, want %v", slot, exists, want)
+	}
+}
+
+// holdSlot streams from slot on a replication connection, as an outboxd
+// would, until the test ends or the server terminates it, and returns the
+// walsender's PID.
+func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := replication.Connect(ctx, replication.Config{ConnString: dsn, Slot: slot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck // terminated by the test
+	if err := stream.Start(ctx, 0, func() pglogrepl.LSN { return 0 }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var pid *int32
+		if err := conn.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if pid != nil {
+			return *pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s not active after 10s", slot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

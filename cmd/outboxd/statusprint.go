@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// writeStatus prints the report as a table for people: one block per
+// section, then the warnings.
+func writeStatus(w io.Writer, r statusReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	writeSlot(tw, r.Slot)
+	writePublication(tw, r.Publication)
+	writeStream(tw, r.Stream)
+	writeCheckpoint(tw, r.Checkpoint)
+	writeWarnings(tw, r.Warnings)
+	return tw.Flush()
+}
+
+// section prints a block's title and, when the object is not there, why.
+func section(w io.Writer, title string, p presence) bool {
+	fmt.Fprintf(w, "%s\n", title)
+	if !p.Exists {
+		fmt.Fprintf(w, "  %s\t%s\n", "problem", p.Problem)
+	}
+	return p.Exists
+}
+
+func writeSlot(w io.Writer, s slotReport) {
+	if !section(w, fmt.Sprintf("slot %s", s.Name), s.presence) {
+		return
+	}
+	active := "no"
+	if s.Active {
+		active = fmt.Sprintf("yes, pid %d", s.ActivePID)
+		if s.ActiveApplication != "" {
+			active += fmt.Sprintf(" (%s)", s.ActiveApplication)
+		}
+	}
+	rows(w,
+		"plugin", fmt.Sprintf("%s (%s slot, database %s)", orNone(s.Plugin), s.Type, orNone(s.Database)),
+		"active", active,
+		"confirmed_flush_lsn", s.ConfirmedFlushLSN,
+		"restart_lsn", s.RestartLSN,
+		"wal_status", s.WALStatus,
+		"retained WAL", humanBytes(s.RetainedWALBytes)+"  (current WAL "+s.CurrentWALLSN+" - restart_lsn)",
+		"lag", humanBytes(s.LagBytes)+"  (current WAL - confirmed_flush_lsn)",
+	)
+}
+
+func writePublication(w io.Writer, p publicationReport) {
+	if !section(w, fmt.Sprintf("\npublication %s", p.Name), p.presence) {
+		return
+	}
+	tables := strings.Join(p.Tables, ", ")
+	if p.AllTables {
+		tables = "all tables"
+	}
+	rows(w,
+		"publishes inserts", yesNo(p.PublishesInsert),
+		"tables", orNone(tables),
+		"holds "+p.Table, yesNo(p.HoldsTable),
+	)
+}
+
+func writeStream(w io.Writer, s streamReport) {
+	if !section(w, fmt.Sprintf("\nstream %s", s.Name), s.presence) {
+		return
+	}
+	rows(w,
+		"subjects", strings.Join(s.Subjects, ", "),
+		"messages", strconv.FormatUint(s.Messages, 10),
+		"bytes", humanBytes(int64(s.Bytes)),
+		"replicas", strconv.Itoa(s.Replicas),
+		"storage", s.Storage,
+		"duplicate window", s.DuplicateWindow,
+	)
+}
+
+func writeCheckpoint(w io.Writer, c checkpointReport) {
+	if !section(w, fmt.Sprintf("\ncheckpoint %s", c.Store), c.presence) {
+		return
+	}
+	rows(w,
+		"lsn", c.LSN,
+		"saved at", c.SavedAt,
+		"for slot", fmt.Sprintf("%s (system %s, timeline %d)", c.Slot, c.SystemID, c.Timeline),
+	)
+}
+
+func writeWarnings(w io.Writer, warnings []statusWarning) {
+	if len(warnings) == 0 {
+		fmt.Fprintln(w, "\nwarnings: none")
+		return
+	}
+	fmt.Fprintf(w, "\nwarnings: %d\n", len(warnings))
+	for _, warning := range warnings {
+		// Not through the tab columns: a message is one long line.
+		fmt.Fprintf(w, "  - [%s] %s\n", warning.Code, strings.ReplaceAll(warning.Message, "\t", " "))
+	}
+}
+
+// rows prints label/value pairs as aligned rows.
+func rows(w io.Writer, pairs ...string) {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		fmt.Fprintf(w, "  %s\t%s\n", pairs[i], pairs[i+1])
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// humanBytes is n in B, KiB, MiB or GiB, with the exact count beside
+// anything over 1 KiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	value, suffix := float64(n)/unit, "KiB"
+	for _, next := range []string{"MiB", "GiB", "TiB"} {
+		if value < unit {
+			break
+		}
+		value, suffix = value/unit, next
+	}
+	return fmt.Sprintf("%.1f %s (%d bytes)", value, suffix, n)
+}
