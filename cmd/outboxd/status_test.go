@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,9 +11,12 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 
+	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/internal/natstest"
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -32,6 +36,11 @@ func TestStatusAndSlotBadInput(t *testing.T) {
 		{"info slot name", []string{"slot", "info", "--slot", "x;drop"}, []string{`"x;drop"`}},
 		{"drop slot name", []string{"slot", "drop", "--slot", strings.Repeat("s", 64), "--yes"}, []string{strings.Repeat("s", 64), "1-63"}},
 		{"run slot name", []string{"run", "--slot", "Outboxd"}, []string{`--slot: slot name "Outboxd" is invalid`}},
+		{"status bad pg url", []string{"status", "--pg-url", "postgres://u:secret@db:port/app"}, []string{"--pg-url", "postgres://user@host:5432/dbname"}},
+		{"status bad nats url", []string{"status", "--nats-url", " , "}, []string{`--nats-url " , " is not a URL`, "nats://host:4222"}},
+		{"status bad monitor url", []string{"status", "--nats-monitor-url", "127.0.0.1:8222"}, []string{`--nats-monitor-url "127.0.0.1:8222"`, "http://host:8222"}},
+		{"info bad pg url", []string{"slot", "info", "--pg-url", "postgres://u@db:port/app"}, []string{"--pg-url", "postgres://user@host:5432/dbname"}},
+		{"drop bad pg url", []string{"slot", "drop", "--pg-url", "host=db port=x", "--yes"}, []string{"--pg-url"}},
 		{"slot without subcommand argument", []string{"slot", "create", "extra"}, []string{"unknown command", "extra"}},
 	}
 	for _, tt := range tests {
@@ -166,6 +175,35 @@ func TestStatusMissingEverything(t *testing.T) {
 	for _, want := range []string{"stream OUTBOX", "cannot read: connect to NATS", "[stream_unreadable]", "[checkpoint_unreadable]", "[slot_missing]"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status with NATS down lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestStatusUnreachable: a PostgreSQL that does not answer makes the
+// PostgreSQL sections unreadable (status still prints and exits 0, the
+// stream shows); slot info and drop fail naming --pg-url.
+func TestStatusUnreachable(t *testing.T) {
+	ns := natstest.Start(t)
+	addr := freeAddr(t)
+	down := "postgres://outboxd@" + addr + "/app?connect_timeout=2"
+	out, _, err := execute(t, newRootCommand(), []string{"status", "--pg-url", down, "--nats-url", ns.URL(), "--json"}, nil)
+	if err != nil {
+		t.Fatalf("status with PostgreSQL down: %v", err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+	}
+	if codes := warningCodes(t, r); codes != "slot_unreadable,publication_unreadable,stream_missing" {
+		t.Errorf("warnings %s, want slot_unreadable,publication_unreadable,stream_missing", codes)
+	}
+	if p := r["slot"].(map[string]any)["problem"].(string); !strings.Contains(p, "connect to PostgreSQL (--pg-url)") {
+		t.Errorf("slot problem %q, want it to name --pg-url", p)
+	}
+	for _, args := range [][]string{{"slot", "info"}, {"slot", "drop", "--yes"}, {"slot", "create"}} {
+		if _, _, err := execute(t, newRootCommand(), append(args, "--pg-url", down), nil); err == nil ||
+			!strings.Contains(err.Error(), "connect to PostgreSQL") || !strings.Contains(err.Error(), addr) {
+			t.Errorf("%v with PostgreSQL down = %v, want an error naming the server", args, err)
 		}
 	}
 }
@@ -312,4 +350,175 @@ func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestStatusAgainstRealSlot runs the relay in-process against a real
+// PostgreSQL and NATS server, streams events, and holds status's report to
+// what pg_replication_slots, the stream and the checkpoint store say: while
+// the relay streams (slot active, drop refused), after it stopped (exact
+// positions, the idle slot's retained WAL), and after the slot was advanced
+// behind the relay's back (checkpoint behind slot).
+func TestStatusAgainstRealSlot(t *testing.T) {
+	const events, slot = 50, "status_real"
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	ns := natstest.Start(t, natstest.WithMonitoring()) // no sync always: a single replica is at risk
+	js := ns.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := migrations.Apply(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot) //nolint:errcheck
+	})
+	cfg := defaultRunConfig()
+	cfg.PGURL, cfg.NATSURL, cfg.Slot, cfg.CreateStream = dsn, ns.URL(), slot, true
+	cfg.MetricsAddr = freeAddr(t)
+	cfg.StatusInterval, cfg.ShutdownTimeout = 100*time.Millisecond, 10*time.Second
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--slot", slot, "--nats-monitor-url", ns.MonitorURL()}
+	status := func(extra ...string) statusReport {
+		t.Helper()
+		out, _, err := execute(t, newRootCommand(), append(append(args, extra...), "--json"), nil)
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		var r statusReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+		}
+		return r
+	}
+
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runRelay(relayCtx, cfg, zerolog.Nop()) }()
+	defer stopRelay()
+	var pid int32
+	waitUntil(t, 30*time.Second, "the slot is active", func() bool {
+		return conn.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active", slot).Scan(&pid) == nil
+	})
+	for i := range events {
+		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES (gen_random_uuid(), 'order', $1, 'Created', '{}')`, fmt.Sprint(i%7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := checkpoint.NewKVStore(ctx, js, cfg.location.Bucket, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastInsert pglogrepl.LSN
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&lastInsert); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "the checkpoint past the last insert", func() bool {
+		cp, err := store.Load(ctx)
+		return err == nil && cp.LSN >= lastInsert
+	})
+
+	// While the relay streams.
+	r := status()
+	if !r.Slot.Exists || !r.Slot.Active || r.Slot.ActivePID != pid || r.Slot.Plugin != "pgoutput" || r.Slot.Type != "logical" {
+		t.Errorf("slot while streaming = %+v, want active logical pgoutput held by PID %d", r.Slot, pid)
+	}
+	if !r.Publication.Exists || !r.Publication.HoldsTable || strings.Join(r.Publication.Tables, ",") != `"public"."outbox"` {
+		t.Errorf("publication = %+v, want it to hold public.outbox", r.Publication)
+	}
+	if _, _, err := execute(t, newRootCommand(), []string{"slot", "drop", "--pg-url", dsn, "--slot", slot, "--yes"}, nil); err == nil ||
+		!strings.Contains(err.Error(), "is active") || !strings.Contains(err.Error(), pidText(pid)) || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("slot drop of the relay's slot = %v, want a refusal naming PID %d and --force", err, pid)
+	}
+	assertSlot(t, conn, slot, true)
+
+	stopRelay()
+	if err := <-done; err != nil {
+		t.Fatalf("runRelay after stop = %v", err)
+	}
+	waitUntil(t, 10*time.Second, "the slot is inactive", func() bool {
+		var active bool
+		return conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active) == nil && !active
+	})
+
+	// Stopped: every field against its source.
+	r = status("--warn-retained-mib", "0")
+	var want slotReport
+	if err := conn.QueryRow(ctx, `SELECT plugin, confirmed_flush_lsn::text, restart_lsn::text, wal_status,
+			pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&want.Plugin, &want.ConfirmedFlushLSN, &want.RestartLSN, &want.WALStatus, &want.RetainedWALBytes, &want.LagBytes); err != nil {
+		t.Fatal(err)
+	}
+	got := r.Slot
+	if got.Active || got.ActivePID != 0 || got.Plugin != want.Plugin || got.ConfirmedFlushLSN != want.ConfirmedFlushLSN ||
+		got.RestartLSN != want.RestartLSN || got.WALStatus != want.WALStatus || got.RetainedWALBytes != want.RetainedWALBytes || got.LagBytes != want.LagBytes {
+		t.Errorf("slot after stop = %+v, want pg_replication_slots' %+v, inactive", got, want)
+	}
+	cp, err := store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Checkpoint.Exists || r.Checkpoint.Store != "kv:outboxd/"+slot || r.Checkpoint.LSN != cp.LSN.String() ||
+		r.Checkpoint.SavedAt != cp.SavedAt.UTC().Format(time.RFC3339) || r.Checkpoint.Slot != slot {
+		t.Errorf("checkpoint = %+v, want the store's %+v", r.Checkpoint, cp)
+	}
+	stream, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := stream.CachedInfo()
+	if !r.Stream.Exists || r.Stream.Messages != events || r.Stream.Bytes != si.State.Bytes || r.Stream.Replicas != 1 ||
+		r.Stream.DuplicateWindow != si.Config.Duplicates.String() || strings.Join(r.Stream.Subjects, ",") != strings.Join(si.Config.Subjects, ",") {
+		t.Errorf("stream = %+v, want %d messages, %d bytes, 1 replica, window %s, subjects %v", r.Stream, events, si.State.Bytes, si.Config.Duplicates, si.Config.Subjects)
+	}
+	if codes := reportCodes(r); codes != "stream_single_replica,slot_inactive_retaining_wal" {
+		t.Errorf("warnings after stop = %s, want stream_single_replica,slot_inactive_retaining_wal: %+v", codes, r.Warnings)
+	}
+	if codes := reportCodes(status()); codes != "stream_single_replica" {
+		t.Errorf("warnings under the default --warn-retained-mib = %s, want stream_single_replica", codes)
+	}
+
+	// Something outside outboxd moves the slot past the checkpoint.
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+		VALUES (gen_random_uuid(), 'order', 'lost', 'Created', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", slot); err != nil {
+		t.Fatal(err)
+	}
+	r = status()
+	if codes := reportCodes(r); codes != "stream_single_replica,checkpoint_behind_slot" {
+		t.Errorf("warnings after the slot was advanced = %s, want stream_single_replica,checkpoint_behind_slot", codes)
+	}
+
+	// The table for people shows the same.
+	out, _, err := execute(t, newRootCommand(), args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("outboxd status:\n%s", out)
+	words := strings.Join(strings.Fields(out), " ") // the columns' widths aside
+	for _, want := range []string{"slot " + slot + " plugin pgoutput (logical slot", "active no", "confirmed_flush_lsn " + r.Slot.ConfirmedFlushLSN,
+		"publication outboxd publishes inserts yes tables \"public\".\"outbox\"",
+		"stream OUTBOX subjects outbox.>", "messages " + strconv.Itoa(events), "replicas 1", "duplicate window 2m0s",
+		"checkpoint kv:outboxd/" + slot + " lsn " + r.Checkpoint.LSN, "warnings: 2", "[stream_single_replica]", "[checkpoint_behind_slot]"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func reportCodes(r statusReport) string {
+	var codes []string
+	for _, w := range r.Warnings {
+		codes = append(codes, w.Code)
+	}
+	return strings.Join(codes, ",")
 }
