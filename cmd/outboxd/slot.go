@@ -164,6 +164,9 @@ reads them.`,
 	cmd.Flags().BoolVar(&yes, "yes", false, "really drop the slot (events not yet published are lost)")
 	cmd.Flags().BoolVar(&force, "force", false, "terminate the process holding an active slot, then drop it")
 	documentEnv(cmd.Flags())
+	// A drop must be typed each time: OUTBOXD_YES in a unit's environment
+	// would drop the slot of every later run.
+	commandLineOnly(cmd.Flags(), "yes", "force")
 	return cmd
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
 )
 
 // TestStatusAndSlotBadInput: bad flags of status and slot stop them before
@@ -208,6 +211,56 @@ func TestStatusUnreachable(t *testing.T) {
 	}
 }
 
+// TestStatusSyncAlways: stream_single_replica is about a single replica
+// on a server that does not fsync every write: absent when the monitoring
+// endpoint says sync_interval always, a warning that it cannot tell without
+// --nats-monitor-url, stream_durability_unknown when that URL does not answer.
+func TestStatusSyncAlways(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	ns := natstest.Start(t, natstest.WithMonitoring(), natstest.WithSyncAlways())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	template, err := sink.ParseTemplate(defaultRunConfig().Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.EnsureStream(ctx, ns.JetStream(t), "OUTBOX", template, true); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, monitorURL, want, message string
+	}{
+		{"sync always", ns.MonitorURL(), "", ""},
+		{"no monitoring URL", "", "stream_single_replica", "set --nats-monitor-url"},
+		{"monitoring URL down", "http://" + freeAddr(t), "stream_durability_unknown", "cannot check whether stream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--json", "--nats-monitor-url", tt.monitorURL}
+			out, _, err := execute(t, newRootCommand(), args, nil)
+			if err != nil {
+				t.Fatalf("status: %v", err)
+			}
+			var r statusReport
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+			}
+			var stream []statusWarning
+			for _, w := range r.Warnings {
+				if strings.HasPrefix(w.Code, "stream_") {
+					stream = append(stream, w)
+				}
+			}
+			switch {
+			case tt.want == "" && len(stream) != 0:
+				t.Errorf("stream warnings %+v, want none", stream)
+			case tt.want != "" && (len(stream) != 1 || stream[0].Code != tt.want || !strings.Contains(stream[0].Message, tt.message)):
+				t.Errorf("stream warnings %+v, want one %s saying %q", stream, tt.want, tt.message)
+			}
+		})
+	}
+}
+
 func warningCodes(t *testing.T, r map[string]any) string {
 	t.Helper()
 	var codes []string
@@ -274,6 +327,19 @@ func TestSlotCommands(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("drop's explanation lacks %q:\n%s", want, out)
 		}
+	}
+	assertSlot(t, conn, slot, true)
+
+	// --yes and --force only count on the command line.
+	if _, _, err := execute(t, newRootCommand(), []string{"slot", "drop", "--slot", slot, "--pg-url", dsn}, map[string]string{"OUTBOXD_YES": "true"}); err == nil || !strings.Contains(err.Error(), "pass --yes") {
+		t.Errorf("drop with OUTBOXD_YES=true = %v, want the refusal asking for --yes", err)
+	}
+	config := filepath.Join(t.TempDir(), "outboxd.yaml")
+	if err := os.WriteFile(config, []byte("yes: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("slot", "drop", "--slot", slot, "--config", config); err == nil || !strings.Contains(err.Error(), "only be given on the command line") {
+		t.Errorf("drop with yes: true in the config file = %v, want an error that --yes is command line only", err)
 	}
 	assertSlot(t, conn, slot, true)
 
