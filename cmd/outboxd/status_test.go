@@ -422,8 +422,9 @@ func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
 // PostgreSQL and NATS server, streams events, and holds status's report to
 // what pg_replication_slots, the stream and the checkpoint store say: while
 // the relay streams (slot active, drop refused), after it stopped (exact
-// positions, the idle slot's retained WAL), and after the slot was advanced
-// behind the relay's back (checkpoint behind slot).
+// positions, the idle slot's retained WAL, no checkpoint warning though the
+// idle relay confirmed past other tables' WAL), and after the slot was
+// advanced behind the relay's back (checkpoint behind slot).
 func TestStatusAgainstRealSlot(t *testing.T) {
 	const events, slot = 50, "status_real"
 	dsn := pgtest.Shared(t).NewDatabase(t)
@@ -504,6 +505,19 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	}
 	assertSlot(t, conn, slot, true)
 
+	// The idle relay confirms past other tables' WAL: that must not read
+	// as a checkpoint behind the slot once it stopped.
+	if _, err := conn.Exec(ctx, "CREATE TABLE other (x int); INSERT INTO other SELECT generate_series(1, 10000)"); err != nil {
+		t.Fatal(err)
+	}
+	var otherEnd pglogrepl.LSN
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&otherEnd); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the slot past the other table's WAL", func() bool {
+		var confirmed pglogrepl.LSN
+		return conn.QueryRow(ctx, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&confirmed) == nil && confirmed >= otherEnd
+	})
 	stopRelay()
 	if err := <-done; err != nil {
 		t.Fatalf("runRelay after stop = %v", err)
