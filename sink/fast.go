@@ -177,6 +177,12 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 		}
 		pm, err := p.prepare(item)
 		if err != nil {
+			// The messages before the bad one are still published.
+			if holding {
+				if _, cerr := p.commit(ctx, b, &window, acks); cerr != nil {
+					return errors.Join(err, cerr)
+				}
+			}
 			return err
 		}
 		if holding && pm.dead {

@@ -147,7 +147,7 @@ type pending struct {
 // acknowledgement to acks in the same order. When in is closed it waits for
 // everything in flight and returns nil. It returns early with ctx's error
 // when ctx is done, or with a *decoder.RowError for an event that cannot be
-// published.
+// published, once every message before that event is acknowledged.
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	if p.cfg.Fast {
 		return p.runFast(ctx, in, acks)
@@ -168,6 +168,7 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, fi
 	// stalled is set once a publish was refused before it was sent: nothing
 	// newer is sent until the window has recovered in order.
 	var stalled bool
+	var stop error // an item that cannot be published; Run returns it after the window
 	for _, pm := range first {
 		pm.conn = p.connection()
 		pm.future = p.publish(pm.msg)
@@ -217,7 +218,10 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, fi
 			}
 			pm, err := p.prepare(item)
 			if err != nil {
-				return err
+				// The messages before the bad one are still published:
+				// take nothing more and return once they are acknowledged.
+				stop, in = err, nil
+				continue
 			}
 			if !p.cfg.Exclusive {
 				pm.conn = p.connection()
@@ -246,7 +250,7 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, fi
 			stalled = hasUnsent(window.items())
 		}
 	}
-	return nil
+	return stop
 }
 
 // connection counts the client's reconnects, naming the connection a

@@ -497,9 +497,9 @@ func rowErrorFrom(t *testing.T, err error, ev *decoder.Event, column string, rea
 	return rerr
 }
 
-// checkStoppedAt checks what happens after Run stopped on item bad: the
-// acks are a prefix of the items before it, and once the publishes in
-// flight settle the stream holds exactly the items before it.
+// checkStoppedAt checks what happens after Run stopped on item bad: every
+// item before it was acknowledged, in order, and nothing after, and the
+// stream holds exactly the items before it.
 func checkStoppedAt(t *testing.T, srv *natstest.Server, js jetstream.JetStream, a *recordingAcker, tmpl *Template, items []Item, bad int) {
 	t.Helper()
 	seqs, problems := a.acked()
@@ -510,6 +510,9 @@ func checkStoppedAt(t *testing.T, srv *natstest.Server, js jetstream.JetStream, 
 		if s != uint64(i+1) || s >= items[bad].Seq {
 			t.Fatalf("acks %v: want a prefix of the items before seq %d", seqs, items[bad].Seq)
 		}
+	}
+	if len(seqs) != bad {
+		t.Fatalf("%d items acknowledged, want all %d before the bad one", len(seqs), bad)
 	}
 	waitFor(t, 10*time.Second, "publishes in flight to settle", func() bool { return js.PublishAsyncPending() == 0 })
 	checkStored(t, srv, "OUTBOX", tmpl, items[:bad])
