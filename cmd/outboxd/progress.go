@@ -26,7 +26,7 @@ type backfillProgress struct {
 	// (the old relay, or an earlier backfill, stored the id first) and
 	// dead letters; the publisher reports them as an Observer.
 	duplicates, dead atomic.Int64
-	start time.Time
+	start            time.Time
 	// bar is nil when not on a terminal; then lines go to out.
 	bar      *progressbar.ProgressBar
 	out      io.Writer
