@@ -66,6 +66,7 @@ into --out.`,
 	fs.IntVar(&cfg.DurableSize, "durable-size", cfg.DurableSize, "backlog drained into the sync_interval: always server and the default one, per shape (0: none)")
 	fs.IntVar(&cfg.PollingMaxSize, "polling-max-size", cfg.PollingMaxSize, "largest backlog the polling relay drains")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", cfg.PayloadBytes, "size of each event's JSON payload")
+	fs.StringArrayVar(&cfg.OutboxdArgs, "outboxd-arg", nil, "argument added to every outboxd run, repeatable (e.g. --outboxd-arg=--publish-mode=async)")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", cfg.PollInterval, "polling relay: sleep between polls that found less than a batch")
 	fs.IntVar(&cfg.PollBatch, "poll-batch", cfg.PollBatch, "polling relay: rows per poll (LIMIT)")
 	fs.StringVar(&cfg.PGURL, "pg-url", "", "existing PostgreSQL (wal_level=logical, on this machine) instead of a private cluster")

@@ -96,6 +96,9 @@ func (e *env) describe(ctx context.Context, m *Machine) error {
 	}
 	m.NATSCLI = strings.TrimSpace(string(out))
 	m.OutboxdFlags = "--status-interval 10ms --checkpoint-interval 10ms (drains); defaults (steady state)"
+	if len(e.cfg.OutboxdArgs) > 0 {
+		m.OutboxdFlags += "; all runs: " + strings.Join(e.cfg.OutboxdArgs, " ")
+	}
 	return nil
 }
 

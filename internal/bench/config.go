@@ -32,6 +32,9 @@ type Config struct {
 	PollingMaxSize int
 	// PayloadBytes is the size of each event's JSON payload. Default: 200.
 	PayloadBytes int
+	// OutboxdArgs are added to every `outboxd run` the benchmark starts
+	// (for example --publish-mode async), to compare settings.
+	OutboxdArgs []string
 	// PollInterval and PollBatch are the polling relay's settings: it
 	// sleeps PollInterval when a poll found fewer than PollBatch rows.
 	// Default: 100ms and 100.

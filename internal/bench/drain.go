@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -132,7 +133,7 @@ func (e *env) drainOutboxd(ctx context.Context, run outboxdRun, events int, end 
 func (e *env) outboxdArgs(slot string, t *target, extra ...string) []string {
 	return append([]string{"run", "--pg-url", e.relayURL, "--nats-url", t.url, "--stream", benchStream,
 		"--slot", slot, "--publication", publication, "--table", outboxTable,
-		"--checkpoint", "kv:" + checkpointBucket(slot), "--log-level", "warn"}, extra...)
+		"--checkpoint", "kv:" + checkpointBucket(slot), "--log-level", "warn"}, slices.Concat(e.cfg.OutboxdArgs, extra)...)
 }
 
 func checkpointBucket(slot string) string { return "bench_cp_" + slot }
@@ -197,8 +198,11 @@ func (t *target) resetStream(ctx context.Context, stream, subject string) error 
 	if err := t.js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("delete stream %s: %w", stream, err)
 	}
+	// AllowBatchPublish as on a stream outboxd creates: without it outboxd's
+	// default --publish-mode auto publishes asynchronously, not in fast
+	// batches.
 	_, err := t.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject},
-		Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute})
+		Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute, AllowBatchPublish: true})
 	if err != nil {
 		return fmt.Errorf("create stream %s: %w", stream, err)
 	}
