@@ -95,6 +95,9 @@ func checkPositive(t *testing.T, r *Results) {
 		positive("outboxd drain", c.OutboxdRate)
 		positive("null-sink drain", c.NullRate)
 		positive("peak RSS", float64(c.PeakRSS))
+		if c.CPU.Machine < c.CPU.Relay {
+			t.Errorf("drain: whole machine %.2f cores, less than outboxd's %.2f", c.CPU.Machine, c.CPU.Relay)
+		}
 	}
 	positive("broker async", r.Brokers[0].AsyncRate)
 	positive("broker fast", r.Brokers[0].FastRate)
@@ -114,6 +117,9 @@ func checkPositive(t *testing.T, r *Results) {
 		positive(s.Relay+" p99.9", s.Latency.P999)
 		positive(s.Relay+" max", s.Latency.Max)
 		positive(s.Relay+" postgres CPU", s.CPU.Postgres)
+		if s.CPU.Machine < s.CPU.Postgres {
+			t.Errorf("%s: whole machine %.2f cores, less than PostgreSQL's %.2f", s.Relay, s.CPU.Machine, s.CPU.Postgres)
+		}
 		if s.Relay == "outboxd" {
 			positive("outboxd histogram p99", s.HistogramP99)
 		}

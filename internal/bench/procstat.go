@@ -89,6 +89,7 @@ func peakRSSBytes(pid int) (int64, error) {
 type cpuMeter struct {
 	postmaster, natsServer, relay int
 	base, last                    map[int]float64 // CPU seconds by pid
+	machineBase                   float64         // busy CPU seconds of the whole machine
 }
 
 // cpuSplit is, by process group, the cores kept busy on average over an
@@ -97,12 +98,16 @@ type cpuSplit struct {
 	Postgres   float64 `json:"postgres"`
 	NATSServer float64 `json:"nats_server"`
 	Relay      float64 `json:"relay"`
+	// Machine counts every process (the benchmark's load generator and
+	// consumer too): how close the machine is to its cores.
+	Machine float64 `json:"machine"`
 }
 
 func newCPUMeter(postmaster, natsServer, relay int) *cpuMeter {
 	m := &cpuMeter{postmaster: postmaster, natsServer: natsServer, relay: relay,
 		base: map[int]float64{}, last: map[int]float64{}}
 	m.read(m.base)
+	m.machineBase, _ = machineBusySeconds()
 	for pid, v := range m.base {
 		m.last[pid] = v
 	}
@@ -143,6 +148,9 @@ func (m *cpuMeter) end(seconds float64) cpuSplit {
 		return cpuSplit{}
 	}
 	var s cpuSplit
+	if busy, err := machineBusySeconds(); err == nil {
+		s.Machine = (busy - m.machineBase) / seconds
+	}
 	for pid, v := range m.last {
 		used := (v - m.base[pid]) / seconds
 		switch pid {
@@ -155,6 +163,32 @@ func (m *cpuMeter) end(seconds float64) cpuSplit {
 		}
 	}
 	return s
+}
+
+// machineBusySeconds returns the CPU seconds all cores have spent busy
+// (not idle nor waiting for I/O) since boot, from /proc/stat's cpu line.
+func machineBusySeconds() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy uint64
+	// user nice system idle iowait irq softirq steal
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+2, line, err)
+		}
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return float64(busy) / clockTicks, nil
 }
 
 // children returns the pids whose parent is pid.

@@ -66,15 +66,15 @@ func targets(r *Results) []Target {
 // shows.
 func (r *Results) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "Backlog drains, events/s (median of %d runs); ratios are outboxd / limit:\n\n", r.Settings.Runs)
-	fmt.Fprintln(w, "| backlog | rows/tx | decode limit (pg_recvlogical) | broker limit async / fast | outboxd → JetStream | ÷ min(limits) | outboxd → null sink | ÷ decode | outboxd peak RSS | CPU cores pg / nats / outboxd |")
+	fmt.Fprintln(w, "| backlog | rows/tx | decode limit (pg_recvlogical) | broker limit async / fast | outboxd → JetStream | ÷ min(limits) | outboxd → null sink | ÷ decode | outboxd peak RSS | CPU cores pg / nats / outboxd / whole machine |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.Backlogs {
 		b := r.broker(c.Size)
-		fmt.Fprintf(w, "| %s | %d | %s | %s / %s | %s | %.2f | %s | %.2f | %.1f MiB | %.2f / %.2f / %.2f |\n",
+		fmt.Fprintf(w, "| %s | %d | %s | %s / %s | %s | %.2f | %s | %.2f | %.1f MiB | %.2f / %.2f / %.2f / %.2f |\n",
 			count(c.Size), c.Shape, count(int(c.DecodeRate)), count(int(b.AsyncRate)), count(int(b.FastRate)),
 			count(int(c.OutboxdRate)), c.OutboxdRate/min(c.DecodeRate, b.Limit()),
 			count(int(c.NullRate)), c.NullRate/c.DecodeRate,
-			float64(c.PeakRSS)/mib, c.CPU.Postgres, c.CPU.NATSServer, c.CPU.Relay)
+			float64(c.PeakRSS)/mib, c.CPU.Postgres, c.CPU.NATSServer, c.CPU.Relay, c.CPU.Machine)
 	}
 	if len(r.Durable) > 0 {
 		fmt.Fprint(w, "\nDurable mode: outboxd into nats-server with sync_interval: always (an fsync per write) beside the default server, same backlog, events/s:\n\n")
@@ -87,14 +87,14 @@ func (r *Results) WriteTable(w io.Writer) {
 	}
 	for _, p := range r.Polling {
 		fmt.Fprintf(w, "\nPolling relay drain of %s events (LIMIT %d, every %.0f ms when short of a batch): %s events/s, "+
-			"CPU cores pg / nats / relay %.2f / %.2f / %.2f.\n",
+			"CPU cores pg / nats / relay / whole machine %.2f / %.2f / %.2f / %.2f.\n",
 			count(p.Size), r.Settings.PollBatch, r.Settings.PollIntervalMS, count(int(p.Rate)),
-			p.CPU.Postgres, p.CPU.NATSServer, p.CPU.Relay)
+			p.CPU.Postgres, p.CPU.NATSServer, p.CPU.Relay, p.CPU.Machine)
 	}
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(w, "\nSteady state, %.0f s of one-row transactions per run (median of %d runs); latency from commit to delivery at a JetStream consumer:\n\n",
 			r.Settings.LatencySeconds, r.Settings.Runs)
-		fmt.Fprintln(w, "| relay | offered/s | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | outboxd's histogram p99 | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay |")
+		fmt.Fprintln(w, "| relay | offered/s | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | outboxd's histogram p99 | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay / whole machine |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range r.Steady {
 			backlog := fmt.Sprintf("%s B slot lag", count(int(s.LagBytes)))
@@ -108,10 +108,10 @@ func (r *Results) WriteTable(w io.Writer) {
 			if s.HistogramP99 > 0 {
 				hist = fmt.Sprintf("≤ %g ms", s.HistogramP99)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %s | %s | %.2f / %.2f / %.2f |\n",
+			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %s | %s | %.2f / %.2f / %.2f / %.2f |\n",
 				s.Relay, count(s.Rate), count(int(s.Achieved)), s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max,
 				hist, backlog, s.PGLoad.StatementsPerSec, count(int(s.PGLoad.RowsScannedPerSec)), count(int(s.PGLoad.RowsUpdatedPerSec)),
-				s.CPU.Postgres, s.CPU.NATSServer, s.CPU.Relay)
+				s.CPU.Postgres, s.CPU.NATSServer, s.CPU.Relay, s.CPU.Machine)
 		}
 	}
 	fmt.Fprintln(w, "\nTargets:\n\n| target | wanted | measured | met |\n|---|---|---|---|")

@@ -160,6 +160,7 @@ func medianSplit(ds []drain) cpuSplit {
 		Postgres:   medianOf(ds, func(d drain) float64 { return d.CPU.Postgres }),
 		NATSServer: medianOf(ds, func(d drain) float64 { return d.CPU.NATSServer }),
 		Relay:      medianOf(ds, func(d drain) float64 { return d.CPU.Relay }),
+		Machine:    medianOf(ds, func(d drain) float64 { return d.CPU.Machine }),
 	}
 }
 
@@ -198,6 +199,7 @@ func (s *SteadyCase) summarize() {
 		Postgres:   f(func(r steady) float64 { return r.CPU.Postgres }),
 		NATSServer: f(func(r steady) float64 { return r.CPU.NATSServer }),
 		Relay:      f(func(r steady) float64 { return r.CPU.Relay }),
+		Machine:    f(func(r steady) float64 { return r.CPU.Machine }),
 	}
 	s.PGLoad = pgLoad{
 		StatementsPerSec:  f(func(r steady) float64 { return r.PGLoad.StatementsPerSec }),
