@@ -13,8 +13,6 @@ import (
 
 	"github.com/outboxd/outboxd/internal/cpuclock"
 	"github.com/outboxd/outboxd/internal/natstest"
-	"github.com/outboxd/outboxd/internal/pgtest"
-	"github.com/outboxd/outboxd/migrations"
 )
 
 // benchPayload is a ~200 byte jsonb payload, as in the decoder's benchmarks.
@@ -52,17 +50,8 @@ func BenchmarkRelayBacklog(b *testing.B) {
 func benchmarkRelayBacklog(b *testing.B, txSize int, configure func(*runConfig)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	pg := pgtest.Shared(b)
-	dsn := pg.NewDatabase(b)
+	dsn, conn := migratedDatabase(ctx, b)
 	ns := natstest.Start(b)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		b.Fatal(err)
-	}
 	cfg := defaultRunConfig()
 	cfg.PGURL, cfg.NATSURL, cfg.CreateStream, cfg.MetricsAddr = dsn, ns.URL(), true, ""
 	// The confirmed position reaches PostgreSQL on the status timer: at

@@ -38,20 +38,11 @@ func freeAddr(t *testing.T) string {
 // Run returns nil and no goroutine it started is left.
 func TestRelayStopsEveryGoroutine(t *testing.T) {
 	const events = 200
-	pg := pgtest.Shared(t)
-	dsn := pg.NewDatabase(t)
 	ns := natstest.Start(t)
 	js := ns.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	dsn, conn := migratedDatabase(ctx, t)
 	cfg := defaultRunConfig()
 	cfg.PGURL, cfg.NATSURL, cfg.CreateStream = dsn, ns.URL(), true
 	cfg.MetricsAddr = freeAddr(t)
@@ -170,4 +161,21 @@ func TestMetricsAddrInUse(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+}
+
+// migratedDatabase makes a new database on the shared test cluster with
+// outboxd's migrations applied, and a connection to it that the test's
+// cleanup closes.
+func migratedDatabase(ctx context.Context, tb testing.TB) (dsn string, conn *pgx.Conn) {
+	tb.Helper()
+	dsn = pgtest.Shared(tb).NewDatabase(tb)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := migrations.Apply(ctx, conn); err != nil {
+		tb.Fatal(err)
+	}
+	return dsn, conn
 }

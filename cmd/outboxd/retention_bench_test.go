@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
-	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/internal/telemetry"
-	"github.com/outboxd/outboxd/migrations"
 )
 
 // BenchmarkRetentionRound measures one retention batch of 1000 rows on a
@@ -24,15 +21,7 @@ import (
 func BenchmarkRetentionRound(b *testing.B) {
 	const batch = 1000
 	ctx := context.Background()
-	dsn := pgtest.Shared(b).NewDatabase(b)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		b.Fatal(err)
-	}
+	dsn, conn := migratedDatabase(ctx, b)
 	if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
 		SELECT gen_random_uuid(), 'order', i::text, 'Created', '{"n": 1}' FROM generate_series(1, $1) i`, b.N*batch); err != nil {
 		b.Fatal(err)

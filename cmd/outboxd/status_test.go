@@ -18,7 +18,6 @@ import (
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/internal/natstest"
 	"github.com/outboxd/outboxd/internal/pgtest"
-	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -427,19 +426,11 @@ func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
 // advanced behind the relay's back (checkpoint behind slot).
 func TestStatusAgainstRealSlot(t *testing.T) {
 	const events, slot = 50, "status_real"
-	dsn := pgtest.Shared(t).NewDatabase(t)
 	ns := natstest.Start(t, natstest.WithMonitoring()) // no sync always: a single replica is at risk
 	js := ns.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	dsn, conn := migratedDatabase(ctx, t)
 	t.Cleanup(func() {
 		conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot) //nolint:errcheck
 	})
