@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/migrations"
@@ -30,9 +29,9 @@ or CREATEROLE with REPLICATION) and to grant on the table (its owner).`,
 		Args:    cobra.NoArgs,
 		PreRunE: applySettings,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := pgx.Connect(cmd.Context(), pgURL)
+			conn, err := connectPostgres(cmd.Context(), pgURL)
 			if err != nil {
-				return fmt.Errorf("connect to PostgreSQL (--pg-url): %w", err)
+				return err
 			}
 			defer conn.Close(cmd.Context())
 			applied, err := migrations.Apply(cmd.Context(), conn)

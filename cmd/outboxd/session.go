@@ -182,6 +182,16 @@ func newSink(cfg runConfig, js jetstream.JetStream, nc *nats.Conn, fast bool, tr
 	return func(ctx context.Context, in <-chan sink.Item) error { return publisher.Run(ctx, in, tracker) }, nil
 }
 
+// connectPostgres opens a normal (not replication) connection to
+// --pg-url; its error names the flag, for the commands that take it.
+func connectPostgres(ctx context.Context, pgURL string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL (--pg-url): %w", err)
+	}
+	return conn, nil
+}
+
 // preflight checks the database on a normal connection.
 func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error) {
 	conn, err := pgx.Connect(ctx, cfg.PGURL)

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/replication"
@@ -97,9 +96,9 @@ func inspectSlot(ctx context.Context, cfg runConfig) (replication.SlotInfo, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, slotTimeout)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, cfg.PGURL)
+	conn, err := connectPostgres(ctx, cfg.PGURL)
 	if err != nil {
-		return replication.SlotInfo{}, fmt.Errorf("connect to PostgreSQL (--pg-url): %w", err)
+		return replication.SlotInfo{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return replication.InspectSlot(ctx, conn, cfg.Slot)
@@ -146,9 +145,9 @@ reads them.`,
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), slotTimeout)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, cfg.PGURL)
+		conn, err := connectPostgres(ctx, cfg.PGURL)
 		if err != nil {
-			return fmt.Errorf("connect to PostgreSQL (--pg-url): %w", err)
+			return err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 		before, err := replication.DropSlot(ctx, conn, cfg.Slot, replication.DropOptions{Force: force})

@@ -183,9 +183,9 @@ func gatherStatus(ctx context.Context, cfg runConfig, opts statusOptions) status
 }
 
 func gatherPostgres(ctx context.Context, cfg runConfig, r *statusReport) {
-	conn, err := pgx.Connect(ctx, cfg.PGURL)
+	conn, err := connectPostgres(ctx, cfg.PGURL)
 	if err != nil {
-		err = fmt.Errorf("cannot read: connect to PostgreSQL (--pg-url): %w", err)
+		err = fmt.Errorf("cannot read: %w", err)
 		r.Slot.fail(err, nil)
 		r.Publication.fail(err, nil)
 		return
