@@ -72,12 +72,13 @@ func CheckFastBatch(ctx context.Context, js jetstream.JetStream, stream string) 
 	return nil
 }
 
-// fastLinger is how long a batch waits for the next item before it
-// commits. Committing whenever the input is momentarily empty makes
-// batches of one or two messages, and each costs a round trip more than a
-// message published alone (the first message of a longer batch waits for
-// the server's flow-control reply) and a reply subscription.
-var fastLinger = 1 * time.Millisecond
+// DefaultLinger is Config.Linger's default: how long a batch waits for the
+// next item before it commits. Committing whenever the input is
+// momentarily empty makes batches of one or two messages, and each costs a
+// round trip more than a message published alone (the first message of a
+// longer batch waits for the server's flow-control reply) and a reply
+// subscription.
+const DefaultLinger = time.Millisecond
 
 // batch is the open fast batch.
 type batch struct {
@@ -130,7 +131,7 @@ func (p *Publisher) newBatch() (*batch, error) {
 // runFast is Run with fast batches. window holds the open batch's messages
 // the server has not acknowledged yet, oldest first; the first has batch
 // sequence b.acked+1. The newest message is held back (holding) until the
-// next item comes, or none comes within fastLinger: then it goes out as
+// next item comes, or none comes within Config.Linger: then it goes out as
 // the batch's commit, which the server stores. (Closing a batch without a
 // message of its own would send an empty end-of-batch message, which core
 // NATS subscribers of the subject would see.) A batch of one message is
@@ -139,7 +140,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 	var window queue
 	var b *batch
 	holding := false
-	linger := time.NewTimer(fastLinger)
+	linger := time.NewTimer(p.cfg.Linger)
 	defer linger.Stop()
 	for {
 		var item Item
@@ -151,7 +152,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 			case item, open = <-in:
 			}
 		} else {
-			linger.Reset(fastLinger)
+			linger.Reset(p.cfg.Linger)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -280,3 +280,31 @@ func TestFastFlow(t *testing.T) {
 		}
 	}
 }
+
+// TestFastLinger: an open batch waits Config.Linger for the next item
+// before it commits, so a lone item is held that long, then stored.
+func TestFastLinger(t *testing.T) {
+	const linger = 2 * time.Second
+	ctx := testCtx(t)
+	srv := natstest.Start(t)
+	nc, js := newJetStream(t, srv)
+	tmpl := testTemplate(t, defaultTemplate)
+	setupStream(t, js, "OUTBOX", tmpl)
+	items := newEventBuilder(t).items(1, 1, 32)
+	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: true, Linger: linger})
+	a := newAcker()
+	in := make(chan Item, 1)
+	in <- items[0]
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx, in, a) }()
+	time.Sleep(linger / 5)
+	if n := a.count.Load(); n != 0 {
+		t.Fatalf("%d acks %s into a %s linger, want the lone item held", n, linger/5, linger)
+	}
+	waitFor(t, 5*linger, "the lingering batch to commit", func() bool { return a.count.Load() == 1 })
+	close(in)
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	checkStored(t, srv, "OUTBOX", tmpl, items)
+}

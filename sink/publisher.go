@@ -52,6 +52,11 @@ type Config struct {
 	// AckTimeout is how long fast mode waits for the server to acknowledge
 	// a batch before it republishes. Default 10s.
 	AckTimeout time.Duration
+	// Linger is how long an open fast batch waits for the next item before
+	// it commits: longer makes fewer, larger batches (less work for the
+	// server and this process per message) and adds up to Linger to each
+	// message's latency. Default 1ms.
+	Linger time.Duration
 	// LogPayloads logs each message's payload at debug level. Off by
 	// default: payloads may hold personal data.
 	LogPayloads bool
@@ -108,6 +113,9 @@ func NewPublisher(js jetstream.JetStream, maxPayload int64, cfg Config) (*Publis
 	}
 	if cfg.Fast && cfg.Exclusive {
 		return nil, errors.New("sink: fast batch publishing cannot be combined with exclusive mode, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use async publishing")
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = 10 * time.Second

@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -25,7 +27,7 @@ import (
 
 func newRunCommand() *cobra.Command {
 	return newRunCommandWith(func(ctx context.Context, cfg runConfig) error {
-		stopProfile, err := startCPUProfile(cfg.CPUProfile)
+		stopProfile, err := startProfiles(cfg.CPUProfile, cfg.Trace)
 		if err != nil {
 			return err
 		}
@@ -37,22 +39,38 @@ func newRunCommand() *cobra.Command {
 	})
 }
 
-// startCPUProfile starts a pprof CPU profile into path (none if empty)
-// and returns the function that stops it and closes the file.
-func startCPUProfile(path string) (func(), error) {
+// startProfiles starts a pprof CPU profile into cpuPath and an execution
+// trace into tracePath (each none if empty) and returns the function that
+// stops them and closes the files.
+func startProfiles(cpuPath, tracePath string) (func(), error) {
+	stopCPU, err := startProfile("--cpu-profile", cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	stopTrace, err := startProfile("--trace", tracePath, trace.Start, trace.Stop)
+	if err != nil {
+		stopCPU()
+		return nil, err
+	}
+	return func() { stopTrace(); stopCPU() }, nil
+}
+
+// startProfile runs start on a new file at path (nothing if path is
+// empty); flag names the setting in errors.
+func startProfile(flag, path string, start func(io.Writer) error, stop func()) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, &fatalError{fmt.Errorf("--cpu-profile: %w", err)}
+		return nil, &fatalError{fmt.Errorf("%s: %w", flag, err)}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, &fatalError{fmt.Errorf("--cpu-profile %s: %w", path, err)}
+		return nil, &fatalError{fmt.Errorf("%s %s: %w", flag, path, err)}
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		f.Close()
 	}, nil
 }

@@ -173,7 +173,7 @@ func newSink(cfg runConfig, js jetstream.JetStream, nc *nats.Conn, fast bool, tr
 		return func(ctx context.Context, in <-chan sink.Item) error { return sink.Null{}.Run(ctx, in, tracker) }, nil
 	}
 	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
-		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, Fast: fast, LogPayloads: cfg.LogPayloads, Logger: log,
+		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter, Exclusive: cfg.Exclusive, Fast: fast, Linger: cfg.PublishLinger, LogPayloads: cfg.LogPayloads, Logger: log,
 		Observer: observer,
 	})
 	if err != nil {
