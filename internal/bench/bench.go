@@ -244,28 +244,34 @@ func (e *env) pollingCase(ctx context.Context, size int) (PollingCase, error) {
 	return p, nil
 }
 
-// steadyCases runs outboxd and the polling relay in turn at rate, so that
-// whatever else loads the machine loads both alike.
+// steadyCases runs the bare WAL reader, outboxd and the polling relay in
+// turn at rate, so that whatever else loads the machine loads all alike.
 func (e *env) steadyCases(ctx context.Context, rate int) ([]SteadyCase, error) {
-	o := SteadyCase{Relay: "outboxd", Rate: rate}
-	p := SteadyCase{Relay: "polling", Rate: rate}
-	for run := range e.cfg.Runs {
-		s, err := e.steadyOutboxd(ctx, fmt.Sprintf("bench_steady_%d_%d", rate, run), rate)
-		if err != nil {
-			return nil, fmt.Errorf("outboxd at %d events/s, run %d: %w", rate, run+1, err)
-		}
-		e.progressf("outboxd at %d/s, run %d/%d: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms",
-			rate, run+1, e.cfg.Runs, s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max)
-		o.Runs = append(o.Runs, s)
-		s, err = e.steadyPolling(ctx, fmt.Sprintf("steady-%d-%d", rate, run), rate)
-		if err != nil {
-			return nil, fmt.Errorf("polling relay at %d events/s, run %d: %w", rate, run+1, err)
-		}
-		e.progressf("polling at %d/s, run %d/%d: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms",
-			rate, run+1, e.cfg.Runs, s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max)
-		p.Runs = append(p.Runs, s)
+	relays := []struct {
+		name string
+		run  func(ctx context.Context, name string, rate int) (steady, error)
+	}{
+		{relayReader, e.steadyReader},
+		{relayOutboxd, e.steadyOutboxd},
+		{relayPolling, func(ctx context.Context, name string, rate int) (steady, error) {
+			return e.steadyPolling(ctx, "steady-"+name, rate)
+		}},
 	}
-	o.summarize()
-	p.summarize()
-	return []SteadyCase{o, p}, nil
+	cases := make([]SteadyCase, len(relays))
+	for run := range e.cfg.Runs {
+		for i, r := range relays {
+			s, err := r.run(ctx, fmt.Sprintf("bench_steady_%d_%d", rate, run), rate)
+			if err != nil {
+				return nil, fmt.Errorf("%s at %d events/s, run %d: %w", r.name, rate, run+1, err)
+			}
+			e.progressf("%s at %d/s, run %d/%d: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms",
+				r.name, rate, run+1, e.cfg.Runs, s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max)
+			cases[i].Relay, cases[i].Rate = r.name, rate
+			cases[i].Runs = append(cases[i].Runs, s)
+		}
+	}
+	for i := range cases {
+		cases[i].summarize()
+	}
+	return cases, nil
 }

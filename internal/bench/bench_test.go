@@ -86,8 +86,8 @@ func checkPositive(t *testing.T, r *Results) {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
-	if len(r.Backlogs) != 2 || len(r.Brokers) != 1 || len(r.Durable) != 2 || len(r.Polling) != 1 || len(r.Steady) != 2 {
-		t.Fatalf("got %d backlogs, %d brokers, %d durable, %d polling, %d steady; want 2, 1, 2, 1, 2",
+	if len(r.Backlogs) != 2 || len(r.Brokers) != 1 || len(r.Durable) != 2 || len(r.Polling) != 1 || len(r.Steady) != 3 {
+		t.Fatalf("got %d backlogs, %d brokers, %d durable, %d polling, %d steady; want 2, 1, 2, 1, 3",
 			len(r.Backlogs), len(r.Brokers), len(r.Durable), len(r.Polling), len(r.Steady))
 	}
 	for _, c := range r.Backlogs {
@@ -120,7 +120,7 @@ func checkPositive(t *testing.T, r *Results) {
 		if s.CPU.Machine < s.CPU.Postgres {
 			t.Errorf("%s: whole machine %.2f cores, less than PostgreSQL's %.2f", s.Relay, s.CPU.Machine, s.CPU.Postgres)
 		}
-		if s.Relay == "outboxd" {
+		if s.Relay == relayOutboxd {
 			positive("outboxd histogram p99", s.HistogramP99)
 		}
 	}
@@ -264,5 +264,23 @@ outboxd_commit_to_ack_seconds_sum 0.1
 	_, err = parseBuckets(bufio.NewScanner(strings.NewReader(`outboxd_commit_to_ack_seconds_bucket{le="x"} 1`+"\n")), ackHistogram)
 	if err == nil || !strings.Contains(err.Error(), `bucket bound "x"`) {
 		t.Errorf("err = %v, want one naming the bad bound", err)
+	}
+}
+
+func TestPercentilesOf(t *testing.T) {
+	var samples []time.Duration
+	for i := 1000; i >= 1; i-- { // descending: percentilesOf must sort
+		samples = append(samples, time.Duration(i)*time.Millisecond)
+	}
+	got := percentilesOf(samples)
+	want := percentiles{P50: 501, P99: 991, P999: 1000, Max: 1000}
+	if got != want {
+		t.Errorf("percentilesOf(1..1000 ms) = %+v, want %+v", got, want)
+	}
+	if samples[0] != 1000*time.Millisecond {
+		t.Errorf("percentilesOf sorted its argument: first sample now %s", samples[0])
+	}
+	if (percentilesOf(nil) != percentiles{}) {
+		t.Errorf("percentilesOf(nil) = %+v, want zeros", percentilesOf(nil))
 	}
 }

@@ -102,8 +102,11 @@ func latencyPlot(r *Results) *plot.Plot {
 		}
 		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
 		points.Shape = plotutil.Shape(i)
-		if s.Relay == "polling" {
+		switch s.Relay {
+		case relayPolling:
 			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		case relayReader:
+			line.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
 		}
 		p.Add(line, points)
 		p.Legend.Add(fmt.Sprintf("%s at %s/s", s.Relay, count(s.Rate)), line, points)

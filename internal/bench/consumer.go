@@ -88,8 +88,14 @@ type percentiles struct {
 
 func (l *latencies) percentiles() percentiles {
 	l.mu.Lock()
-	s := slices.Clone(l.samples)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	return percentilesOf(l.samples)
+}
+
+// percentilesOf are the nearest-rank percentiles of samples (left as they
+// are: it sorts a copy).
+func percentilesOf(samples []time.Duration) percentiles {
+	s := slices.Clone(samples)
 	slices.Sort(s)
 	if len(s) == 0 {
 		return percentiles{}

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -24,6 +27,13 @@ type steady struct {
 	// of the consumer's figure. outboxd only.
 	HistogramP99 float64 `json:"histogram_p99_upper_bound_ms,omitempty"`
 }
+
+// The relays of the steady-state runs (SteadyCase.Relay).
+const (
+	relayReader  = "pgoutput reader"
+	relayOutboxd = "outboxd"
+	relayPolling = "polling"
+)
 
 // catchUp is how long after the load ends the consumer waits for the last
 // messages of a relay that fell behind.
@@ -142,6 +152,69 @@ func (e *env) waitActive(ctx context.Context, p *proc, slot string) error {
 		}
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
+		}
+	}
+}
+
+// steadyReader offers rate events/s while only the bare pgoutput reader
+// (WALReader, in a process of its own) reads a slot: the latency limit
+// beside which outboxd's figures are read.
+func (e *env) steadyReader(ctx context.Context, slot string, rate int) (steady, error) {
+	if err := createSlot(ctx, e.conn, slot); err != nil {
+		return steady{}, err
+	}
+	defer dropSlots(context.WithoutCancel(ctx), e.conn, slot)
+	out := filepath.Join(e.cfg.WorkDir, "wal-reader-"+slot+".json")
+	p, err := startProc(filepath.Join(e.cfg.WorkDir, "wal-reader-"+slot+".log"), e.cfg.Self, "wal-reader",
+		"--pg-url", e.relayURL, "--slot", slot, "--publication", publication, "--out", out,
+		"--samples", filepath.Join(e.cfg.WorkDir, "wal-reader-"+slot+".samples"))
+	if err != nil {
+		return steady{}, err
+	}
+	s, err := e.readUnderLoad(ctx, p, slot, rate)
+	if err = errors.Join(err, p.stop(30*time.Second)); err != nil {
+		return s, err
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return s, fmt.Errorf("the WAL reader's result: %w", err)
+	}
+	var res readerResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return s, fmt.Errorf("the WAL reader's result %s: %w", out, err)
+	}
+	s.Delivered, s.Latency = res.Transactions, res.Latency
+	return s, nil
+}
+
+// readUnderLoad offers the load while reader p reads slot, and waits until
+// p has confirmed everything the load wrote.
+func (e *env) readUnderLoad(ctx context.Context, p *proc, slot string, rate int) (steady, error) {
+	if err := e.waitActive(ctx, p, slot); err != nil {
+		return steady{}, err
+	}
+	meter := newCPUMeter(e.postmaster, 0, p.pid())
+	var s steady
+	var err error
+	if s.Offered, err = e.offerLoad(ctx, outboxTable, rate, e.cfg.LatencyFor); err != nil {
+		return s, err
+	}
+	s.CPU = meter.end(s.Offered.Seconds)
+	end, err := currentLSN(ctx, e.conn)
+	if err != nil {
+		return s, err
+	}
+	for deadline := time.Now().Add(catchUp); ; {
+		st, err := readSlot(ctx, e.conn, slot)
+		if err != nil || st.confirmed >= end {
+			s.PeakRSS, _ = peakRSSBytes(p.pid())
+			return s, err
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("the WAL reader confirmed only %s of %s within %s of the load's end", st.confirmed, end, catchUp)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return s, err
 		}
 	}
 }

@@ -14,13 +14,39 @@ import (
 // is 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// cpuSeconds returns the user plus system CPU time pid has used so far.
-func cpuSeconds(pid int) (float64, error) {
+// usage is what a process has used so far, in seconds.
+type usage struct {
+	cpu float64 // user plus system CPU time
+	// wait is how long its threads were runnable but waiting for a core
+	// (the second field of each thread's schedstat; 0 where the kernel
+	// keeps no schedstats).
+	wait float64
+}
+
+// usageOf reads pid's CPU time and run-queue wait.
+func usageOf(pid int) (usage, error) {
 	st, err := readStat(pid)
 	if err != nil {
-		return 0, err
+		return usage{}, err
 	}
-	return float64(st.utime+st.stime) / clockTicks, nil
+	return usage{cpu: float64(st.utime+st.stime) / clockTicks, wait: runQueueSeconds(pid)}, nil
+}
+
+// runQueueSeconds sums the run-queue wait of pid's threads.
+func runQueueSeconds(pid int) float64 {
+	files, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
+	var ns uint64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		if fields := strings.Fields(string(b)); len(fields) >= 2 {
+			n, _ := strconv.ParseUint(fields[1], 10, 64)
+			ns += n
+		}
+	}
+	return float64(ns) / 1e9
 }
 
 type procStat struct {
@@ -88,8 +114,8 @@ func peakRSSBytes(pid int) (int64, error) {
 // value it saw of every pid: call tick while the interval runs.
 type cpuMeter struct {
 	postmaster, natsServer, relay int
-	base, last                    map[int]float64 // CPU seconds by pid
-	machineBase                   float64         // busy CPU seconds of the whole machine
+	base, last                    map[int]usage // by pid
+	machineBase, stolenBase       float64       // busy and stolen CPU seconds of the whole machine
 }
 
 // cpuSplit is, by process group, the cores kept busy on average over an
@@ -101,37 +127,52 @@ type cpuSplit struct {
 	// Machine counts every process (the benchmark's load generator and
 	// consumer too): how close the machine is to its cores.
 	Machine float64 `json:"machine"`
+	// Stolen is the part of Machine the hypervisor ran other guests in
+	// while this machine wanted its cores (/proc/stat's steal): a noisy
+	// neighbour, not work of this benchmark.
+	Stolen float64 `json:"stolen"`
+	// Waiting is, by group, the seconds per second its threads were
+	// runnable but waiting for a core: what a full machine costs each.
+	Waiting waitSplit `json:"run_queue_wait"`
+}
+
+// waitSplit is run-queue wait by process group, in seconds per second
+// (summed over threads, so it can exceed 1).
+type waitSplit struct {
+	Postgres   float64 `json:"postgres"`
+	NATSServer float64 `json:"nats_server"`
+	Relay      float64 `json:"relay"`
 }
 
 func newCPUMeter(postmaster, natsServer, relay int) *cpuMeter {
 	m := &cpuMeter{postmaster: postmaster, natsServer: natsServer, relay: relay,
-		base: map[int]float64{}, last: map[int]float64{}}
+		base: map[int]usage{}, last: map[int]usage{}}
 	m.read(m.base)
-	m.machineBase, _ = machineBusySeconds()
+	m.machineBase, m.stolenBase, _ = machineSeconds()
 	for pid, v := range m.base {
 		m.last[pid] = v
 	}
 	return m
 }
 
-// read records the CPU seconds of every process of the three groups in into.
-func (m *cpuMeter) read(into map[int]float64) {
+// read records the usage of every process of the three groups in into.
+func (m *cpuMeter) read(into map[int]usage) {
 	for _, pid := range []int{m.natsServer, m.relay} {
 		if pid == 0 {
 			continue
 		}
-		if v, err := cpuSeconds(pid); err == nil {
+		if v, err := usageOf(pid); err == nil {
 			into[pid] = v
 		}
 	}
 	if m.postmaster == 0 {
 		return
 	}
-	if v, err := cpuSeconds(m.postmaster); err == nil {
+	if v, err := usageOf(m.postmaster); err == nil {
 		into[m.postmaster] = v
 	}
 	for _, child := range children(m.postmaster) {
-		if v, err := cpuSeconds(child); err == nil {
+		if v, err := usageOf(child); err == nil {
 			into[child] = v
 		}
 	}
@@ -148,47 +189,55 @@ func (m *cpuMeter) end(seconds float64) cpuSplit {
 		return cpuSplit{}
 	}
 	var s cpuSplit
-	if busy, err := machineBusySeconds(); err == nil {
+	if busy, stolen, err := machineSeconds(); err == nil {
 		s.Machine = (busy - m.machineBase) / seconds
+		s.Stolen = (stolen - m.stolenBase) / seconds
 	}
 	for pid, v := range m.last {
-		used := (v - m.base[pid]) / seconds
+		cpu, wait := (v.cpu-m.base[pid].cpu)/seconds, (v.wait-m.base[pid].wait)/seconds
 		switch pid {
 		case m.natsServer:
-			s.NATSServer += used
+			s.NATSServer += cpu
+			s.Waiting.NATSServer += wait
 		case m.relay:
-			s.Relay += used
+			s.Relay += cpu
+			s.Waiting.Relay += wait
 		default:
-			s.Postgres += used
+			s.Postgres += cpu
+			s.Waiting.Postgres += wait
 		}
 	}
 	return s
 }
 
-// machineBusySeconds returns the CPU seconds all cores have spent busy
-// (not idle nor waiting for I/O) since boot, from /proc/stat's cpu line.
-func machineBusySeconds() (float64, error) {
+// machineSeconds returns the CPU seconds all cores have spent busy (not
+// idle nor waiting for I/O) since boot, and the part of them stolen by the
+// hypervisor, from /proc/stat's cpu line.
+func machineSeconds() (busy, stolen float64, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
-	var busy uint64
+	var busyTicks, stolenTicks uint64
 	// user nice system idle iowait irq softirq steal
 	for i, v := range f[1:9] {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+2, line, err)
+			return 0, 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+2, line, err)
 		}
 		if i != 3 && i != 4 {
-			busy += n
+			busyTicks += n
+		}
+		if i == 7 {
+			stolenTicks = n
 		}
 	}
-	return float64(busy) / clockTicks, nil
+	return float64(busyTicks) / clockTicks, float64(stolenTicks) / clockTicks, nil
 }
 
 // children returns the pids whose parent is pid.

@@ -107,7 +107,7 @@ type PollingCase struct {
 
 // SteadyCase is one relay under one offered load.
 type SteadyCase struct {
-	Relay string   `json:"relay"` // "outboxd" or "polling"
+	Relay string   `json:"relay"` // relayReader, relayOutboxd or relayPolling
 	Rate  int      `json:"offered_per_sec"`
 	Runs  []steady `json:"runs"`
 	// Medians over the runs.
@@ -155,12 +155,22 @@ func medianOf[T any](xs []T, f func(T) float64) float64 {
 
 func rates(ds []drain) float64 { return medianOf(ds, func(d drain) float64 { return d.EventsPerSec }) }
 
-func medianSplit(ds []drain) cpuSplit {
+func medianSplit(ds []drain) cpuSplit { return medianCPU(ds, func(d drain) cpuSplit { return d.CPU }) }
+
+// medianCPU is the median of each figure of the runs' CPU splits.
+func medianCPU[T any](runs []T, cpu func(T) cpuSplit) cpuSplit {
+	f := func(g func(cpuSplit) float64) float64 { return medianOf(runs, func(r T) float64 { return g(cpu(r)) }) }
 	return cpuSplit{
-		Postgres:   medianOf(ds, func(d drain) float64 { return d.CPU.Postgres }),
-		NATSServer: medianOf(ds, func(d drain) float64 { return d.CPU.NATSServer }),
-		Relay:      medianOf(ds, func(d drain) float64 { return d.CPU.Relay }),
-		Machine:    medianOf(ds, func(d drain) float64 { return d.CPU.Machine }),
+		Postgres:   f(func(c cpuSplit) float64 { return c.Postgres }),
+		NATSServer: f(func(c cpuSplit) float64 { return c.NATSServer }),
+		Relay:      f(func(c cpuSplit) float64 { return c.Relay }),
+		Machine:    f(func(c cpuSplit) float64 { return c.Machine }),
+		Stolen:     f(func(c cpuSplit) float64 { return c.Stolen }),
+		Waiting: waitSplit{
+			Postgres:   f(func(c cpuSplit) float64 { return c.Waiting.Postgres }),
+			NATSServer: f(func(c cpuSplit) float64 { return c.Waiting.NATSServer }),
+			Relay:      f(func(c cpuSplit) float64 { return c.Waiting.Relay }),
+		},
 	}
 }
 
@@ -195,12 +205,7 @@ func (s *SteadyCase) summarize() {
 	s.HistogramP99 = f(func(r steady) float64 { return r.HistogramP99 })
 	s.LagBytes = f(func(r steady) float64 { return float64(r.LagBytes) })
 	s.Unsent = f(func(r steady) float64 { return float64(r.Unsent) })
-	s.CPU = cpuSplit{
-		Postgres:   f(func(r steady) float64 { return r.CPU.Postgres }),
-		NATSServer: f(func(r steady) float64 { return r.CPU.NATSServer }),
-		Relay:      f(func(r steady) float64 { return r.CPU.Relay }),
-		Machine:    f(func(r steady) float64 { return r.CPU.Machine }),
-	}
+	s.CPU = medianCPU(s.Runs, func(r steady) cpuSplit { return r.CPU })
 	s.PGLoad = pgLoad{
 		StatementsPerSec:  f(func(r steady) float64 { return r.PGLoad.StatementsPerSec }),
 		BlocksPerSec:      f(func(r steady) float64 { return r.PGLoad.BlocksPerSec }),
