@@ -62,11 +62,17 @@ func TestHangupReloadsLogLevel(t *testing.T) {
 		return next, nextErr
 	})
 	defer stop()
-	hangup := func(value string, err error) {
+	// hangup sends SIGHUP with the next reload returning value and err,
+	// and waits until the reload is done: its log line written and the
+	// level it leaves (want) set. The reload callback returns before
+	// either, so waiting for the callback alone races with them.
+	hangups := 0
+	hangup := func(value string, err error, want zerolog.Level) {
 		t.Helper()
 		mu.Lock()
 		next, nextErr = value, err
 		mu.Unlock()
+		hangups++
 		if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
@@ -75,20 +81,21 @@ func TestHangupReloadsLogLevel(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("SIGHUP did not reload")
 		}
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(out.String(), "SIGHUP:") < hangups || level.get() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("after SIGHUP %d (%q, %v): level %s, want %s; log:\n%s", hangups, value, err, level.get(), want, out.String())
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 
 	log.Debug().Msg("debug before")
-	hangup("debug", nil)
+	hangup("debug", nil, zerolog.DebugLevel)
 	log.Debug().Msg("debug after")
-	if level.get() != zerolog.DebugLevel {
-		t.Errorf("level %s after SIGHUP with debug, want debug", level.get())
-	}
-	hangup("loud", nil)
-	hangup("", errors.New("config file: permission denied"))
-	if level.get() != zerolog.DebugLevel {
-		t.Errorf("level %s after bad reloads, want debug kept", level.get())
-	}
-	hangup("error", nil)
+	hangup("loud", nil, zerolog.DebugLevel)
+	hangup("", errors.New("config file: permission denied"), zerolog.DebugLevel)
+	hangup("error", nil, zerolog.ErrorLevel)
 	log.Warn().Msg("warn at error level")
 
 	got := out.String()
