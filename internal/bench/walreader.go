@@ -66,7 +66,7 @@ func (r WALReader) Run(ctx context.Context) error {
 	if ctx.Err() == nil {
 		return err
 	}
-	return errors.Join(r.write(samples, commits))
+	return r.write(samples, commits)
 }
 
 // receive reads the stream until ctx is done, calling commit for each
