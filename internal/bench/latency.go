@@ -188,26 +188,43 @@ func (e *env) steadyReader(ctx context.Context, slot string, rate int) (steady, 
 }
 
 // readUnderLoad offers the load while reader p reads slot, and waits until
-// p has confirmed everything the load wrote.
+// p has confirmed everything the load wrote. It measures what underLoad
+// does but the consumer's latencies: the CPU split, the slot lag when the
+// load ends, and PostgreSQL's work.
 func (e *env) readUnderLoad(ctx context.Context, p *proc, slot string, rate int) (steady, error) {
 	if err := e.waitActive(ctx, p, slot); err != nil {
 		return steady{}, err
 	}
+	before, err := e.readPGCounters(ctx, outboxTable)
+	if err != nil {
+		return steady{}, err
+	}
+	tBefore := time.Now()
 	meter := newCPUMeter(e.postmaster, 0, p.pid())
 	var s steady
-	var err error
 	if s.Offered, err = e.offerLoad(ctx, outboxTable, rate, e.cfg.LatencyFor); err != nil {
 		return s, err
 	}
 	s.CPU = meter.end(s.Offered.Seconds)
+	if s.LagBytes, err = slotLag(ctx, e.conn, slot); err != nil {
+		return s, err
+	}
 	end, err := currentLSN(ctx, e.conn)
 	if err != nil {
 		return s, err
 	}
 	for deadline := time.Now().Add(catchUp); ; {
 		st, err := readSlot(ctx, e.conn, slot)
-		if err != nil || st.confirmed >= end {
-			s.PeakRSS, _ = peakRSSBytes(p.pid())
+		if err != nil {
+			return s, err
+		}
+		if st.confirmed >= end {
+			after, err := e.readPGCounters(ctx, outboxTable)
+			if err != nil {
+				return s, err
+			}
+			s.PGLoad = after.rateSince(before, time.Since(tBefore).Seconds())
+			s.PeakRSS, err = peakRSSBytes(p.pid())
 			return s, err
 		}
 		if time.Now().After(deadline) {
