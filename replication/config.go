@@ -28,9 +28,18 @@ type Config struct {
 	// Messages asks pgoutput for logical decoding messages
 	// (pg_logical_emit_message), such as outboxd's heartbeat.
 	Messages bool
+	// ReadLinger is how long the receive loop waits, after a read that
+	// emptied the socket, before it reads again, so that a trickle of
+	// messages is read in batches instead of one wake-up per message. It
+	// adds up to this much latency. 0 reads as soon as data arrives.
+	ReadLinger time.Duration
 	// Logger receives state changes. Default zerolog.Nop().
 	Logger zerolog.Logger
 }
+
+// DefaultReadLinger is the read linger outboxd run uses unless told
+// otherwise (Config.ReadLinger).
+const DefaultReadLinger = time.Millisecond
 
 // slotName is what PostgreSQL accepts for a replication slot name.
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -58,6 +67,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StatusInterval < 10*time.Millisecond || c.StatusInterval > time.Minute {
 		return fmt.Errorf("replication: status interval %s is out of range: use 10ms to 1m", c.StatusInterval)
+	}
+	if c.ReadLinger < 0 || c.ReadLinger > 100*time.Millisecond {
+		return fmt.Errorf("replication: read linger %s is out of range: use 0 to 100ms", c.ReadLinger)
 	}
 	return nil
 }

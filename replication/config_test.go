@@ -166,6 +166,11 @@ func TestConfigValidate(t *testing.T) {
 			wantErr: "status interval 2m0s is out of range: use 10ms to 1m"},
 		{name: "status interval negative", change: func(c *Config) { c.StatusInterval = -time.Second },
 			wantErr: "status interval -1s is out of range"},
+		{name: "read linger 100ms", change: func(c *Config) { c.ReadLinger = 100 * time.Millisecond }},
+		{name: "read linger negative", change: func(c *Config) { c.ReadLinger = -time.Millisecond },
+			wantErr: "read linger -1ms is out of range: use 0 to 100ms"},
+		{name: "read linger 1s", change: func(c *Config) { c.ReadLinger = time.Second },
+			wantErr: "read linger 1s is out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,16 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 		return nil, err
 	}
 	pgcfg.RuntimeParams["replication"] = "database"
+	if cfg.ReadLinger > 0 {
+		dial := pgcfg.DialFunc
+		pgcfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &lingerConn{Conn: c, linger: cfg.ReadLinger}, nil
+		}
+	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for replication: %w", err)

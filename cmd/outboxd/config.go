@@ -50,6 +50,7 @@ type runConfig struct {
 	AllowGap        bool
 	MaxInFlight     int
 	PublishLinger   time.Duration
+	ReadLinger      time.Duration
 	PublishMode     string
 	StatusInterval  time.Duration
 	CheckpointEvery time.Duration
@@ -115,6 +116,7 @@ func defaultRunConfig() runConfig {
 		Checkpoint:      "kv:outboxd",
 		MaxInFlight:     4096,
 		PublishLinger:   sink.DefaultLinger,
+		ReadLinger:      replication.DefaultReadLinger,
 		PublishMode:     publishAuto,
 		StatusInterval:  time.Second,
 		CheckpointEvery: 200 * time.Millisecond,
@@ -159,6 +161,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.AllowGap, "allow-gap", c.AllowGap, "start even though the slot is ahead of the checkpoint or was recreated (events in the gap are not published)")
 	fs.StringVar(&c.PublishMode, "publish-mode", c.PublishMode, "how events are published: auto (fast where the server, nats-server 2.14+, and the stream, allow_batched, take it; else async), fast (JetStream fast-ingest batches with cumulative acks; refuse to start without them), async (one PublishAsync and PubAck per message; always with --exclusive-stream)")
 	fs.DurationVar(&c.PublishLinger, "publish-linger", c.PublishLinger, "fast mode: how long an open batch waits for the next event before it commits; longer makes larger batches, costing less CPU per event, and adds up to this much latency (100µs-100ms)")
+	fs.DurationVar(&c.ReadLinger, "read-linger", c.ReadLinger, "after a read that found no more WAL waiting, how long to wait before reading again, so that a trickle of small transactions is read in batches (fewer wake-ups, less CPU per event) instead of one by one; adds up to this much latency; 0 reads at once (0-100ms)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most messages published but not yet acknowledged (1-65536)")
 	fs.DurationVar(&c.StatusInterval, "status-interval", c.StatusInterval, "how often the confirmed position is sent to PostgreSQL (10ms-1m)")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-interval", c.CheckpointEvery, "how often the acknowledged position is saved (10ms-1m)")
@@ -242,6 +245,9 @@ func (c *runConfig) validate() error {
 	}
 	if c.PublishLinger < 100*time.Microsecond || c.PublishLinger > 100*time.Millisecond {
 		return fmt.Errorf("--publish-linger %s is out of range: use 100µs to 100ms", c.PublishLinger)
+	}
+	if c.ReadLinger < 0 || c.ReadLinger > 100*time.Millisecond {
+		return fmt.Errorf("--read-linger %s is out of range: use 0 to 100ms", c.ReadLinger)
 	}
 	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
 		return fmt.Errorf("--max-in-flight %d is out of range: use 1 to 65536", c.MaxInFlight)

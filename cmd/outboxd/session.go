@@ -68,7 +68,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	}
 	stream, err := replication.Connect(ctx, replication.Config{
 		ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication,
-		StatusInterval: cfg.StatusInterval, Logger: log,
+		StatusInterval: cfg.StatusInterval, ReadLinger: cfg.ReadLinger, Logger: log,
 		Streaming: cfg.PGStreaming, Messages: true,
 	})
 	if err != nil {
