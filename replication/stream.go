@@ -195,6 +195,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
 	defer s.conn.Conn().SetReadDeadline(time.Time{}) //nolint:errcheck
 
 	nextStatus := time.Now()
+	var deadline time.Time // the read deadline set on the socket
 	for {
 		if !time.Now().Before(nextStatus) {
 			if err := s.sendStatus(false); err != nil {
@@ -205,8 +206,13 @@ func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := s.conn.Conn().SetReadDeadline(nextStatus); err != nil {
-			return fmt.Errorf("set read deadline: %w", err)
+		// Setting a deadline takes the poller's lock: only when it moved,
+		// not for every message of a backlog.
+		if !deadline.Equal(nextStatus) {
+			if err := s.conn.Conn().SetReadDeadline(nextStatus); err != nil {
+				return fmt.Errorf("set read deadline: %w", err)
+			}
+			deadline = nextStatus
 		}
 		raw, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
