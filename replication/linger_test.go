@@ -49,8 +49,8 @@ func TestLingerConnBatchesATrickle(t *testing.T) {
 	if err != nil || string(buf[:n]) != "begin" {
 		t.Fatalf("first read = %q, %v; want %q", buf[:n], err, "begin")
 	}
-	if !conn.drained {
-		t.Fatal("a read shorter than the buffer did not mark the socket drained")
+	if !conn.trickled {
+		t.Fatal("a read shorter than the buffer did not mark the socket trickling")
 	}
 
 	done := make(chan error, 1)
@@ -87,8 +87,30 @@ func TestLingerConnBehindNeverWaits(t *testing.T) {
 		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != want {
 			t.Fatalf("read = %q, %v; want %q", buf, err, want)
 		}
-		if conn.drained {
-			t.Fatalf("a full read (%q) marked the socket drained: the next read would wait an hour", want)
+		if conn.trickled {
+			t.Fatalf("a full read (%q) marked the socket trickling: the next read would wait an hour", want)
 		}
+	}
+}
+
+// TestLingerConnCaughtUpReadsAtOnce: a read that emptied the socket but
+// brought more than a trickle comes from a reader that has just caught up
+// with a backlog, which may go on: the next read must not wait.
+func TestLingerConnCaughtUpReadsAtOnce(t *testing.T) {
+	client, server := loopback(t)
+	conn := &lingerConn{Conn: client, linger: time.Hour}
+
+	sent := make([]byte, 2*trickleBytes)
+	if _, err := server.Write(sent); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let all of it reach the socket
+	buf := make([]byte, 4*trickleBytes)
+	n, err := conn.Read(buf)
+	if err != nil || n != len(sent) {
+		t.Fatalf("read = %d bytes, %v; want %d", n, err, len(sent))
+	}
+	if conn.trickled {
+		t.Fatalf("a short read of %d bytes (more than %d) marked the socket trickling: the next read would wait an hour", n, trickleBytes)
 	}
 }
