@@ -107,14 +107,15 @@ func (e *env) brokerCase(ctx context.Context, size int) (BrokerCase, error) {
 	for run := range e.cfg.Runs {
 		e.progressf("broker limit: %d messages, run %d/%d", size, run+1, e.cfg.Runs)
 		for _, m := range []struct {
-			mode string
-			into *[]float64
-		}{{modeAsync, &b.Async}, {modeFast, &b.Fast}} {
-			rate, err := e.brokerLimit(ctx, e.main, m.mode, size)
+			mode       string
+			rate, nats *[]float64
+		}{{modeAsync, &b.Async, &b.AsyncNATS}, {modeFast, &b.Fast, &b.FastNATS}} {
+			run, err := e.brokerLimit(ctx, e.main, m.mode, size)
 			if err != nil {
 				return b, err
 			}
-			*m.into = append(*m.into, rate)
+			*m.rate = append(*m.rate, run.rate)
+			*m.nats = append(*m.nats, run.natsMicros)
 		}
 	}
 	b.summarize()
@@ -186,11 +187,11 @@ func (e *env) durableCase(ctx context.Context, size, shape int) (DurableCase, er
 				c.Default = append(c.Default, d)
 			}
 		}
-		rate, err := e.brokerLimit(ctx, e.durable, modeAsync, size)
+		run, err := e.brokerLimit(ctx, e.durable, modeAsync, size)
 		if err != nil {
 			return c, err
 		}
-		c.BrokerAsync = append(c.BrokerAsync, rate)
+		c.BrokerAsync = append(c.BrokerAsync, run.rate)
 	}
 	c.summarize()
 	return c, nil

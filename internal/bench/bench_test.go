@@ -56,7 +56,7 @@ func TestRunTiny(t *testing.T) {
 
 	var table strings.Builder
 	r.WriteTable(&table)
-	for _, want := range []string{"decode limit", "Durable mode", "Polling relay drain", "| outboxd | 200 |", "| polling | 200 |", "Targets"} {
+	for _, want := range []string{"decode limit", "Durable mode", "Polling relay drain", "| outboxd | 200 |", "| polling | 200 |", "cores it needs", "Targets"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -101,6 +101,8 @@ func checkPositive(t *testing.T, r *Results) {
 	}
 	positive("broker async", r.Brokers[0].AsyncRate)
 	positive("broker fast", r.Brokers[0].FastRate)
+	positive("nats-server CPU per message, async", r.Brokers[0].AsyncNATSMicros)
+	positive("nats-server CPU per message, fast", r.Brokers[0].FastNATSMicros)
 	for _, c := range r.Durable {
 		positive("durable default", c.DefaultRate)
 		positive("durable", c.DurableRate)

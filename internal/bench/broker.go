@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,9 +36,18 @@ var limitHeaders = []string{
 	"Outbox-Commit-Time:2026-12-03T08:00:00.123456789Z",
 }
 
+// brokerRun is one `nats bench js pub` run.
+type brokerRun struct {
+	rate float64 // messages per second, as nats bench reports them
+	// natsMicros is nats-server's CPU time per message over the run
+	// (stream creation included), 0 for a server not on this machine.
+	natsMicros float64
+}
+
 // brokerLimit runs `nats bench js pub MODE` with events messages of the
-// payload's size against t and returns the messages per second it reports.
-func (e *env) brokerLimit(ctx context.Context, t *target, mode string, events int) (float64, error) {
+// payload's size against t and returns the messages per second it reports
+// with nats-server's CPU per message.
+func (e *env) brokerLimit(ctx context.Context, t *target, mode string, events int) (brokerRun, error) {
 	csvFile := filepath.Join(e.cfg.WorkDir, "nats-bench.csv")
 	os.Remove(csvFile)
 	args := []string{"-s", t.url, "bench", "js", "pub", mode, "benchlimit.orders",
@@ -47,20 +57,22 @@ func (e *env) brokerLimit(ctx context.Context, t *target, mode string, events in
 	for _, h := range limitHeaders {
 		args = append(args, "-H", h)
 	}
-	cmd := exec.CommandContext(ctx, e.cfg.NATSCLI, args...)
-	out, err := cmd.CombinedOutput()
+	meter, started := newCPUMeter(0, t.pid, 0), time.Now()
+	out, err := exec.CommandContext(ctx, e.cfg.NATSCLI, args...).CombinedOutput()
+	secs := time.Since(started).Seconds()
+	natsCPU := meter.end(secs).NATSServer * secs
 	if err != nil {
-		return 0, fmt.Errorf("nats bench js pub %s: %w\n%s", mode, err, out)
+		return brokerRun{}, fmt.Errorf("nats bench js pub %s: %w\n%s", mode, err, out)
 	}
 	rate, err := msgsPerSec(csvFile)
 	if err != nil {
-		return 0, fmt.Errorf("nats bench js pub %s: %w\n%s", mode, err, out)
+		return brokerRun{}, fmt.Errorf("nats bench js pub %s: %w\n%s", mode, err, out)
 	}
 	// Free the disk: a million messages are half a gigabyte.
 	if err := t.js.DeleteStream(ctx, limitStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, err
+		return brokerRun{}, err
 	}
-	return rate, nil
+	return brokerRun{rate: rate, natsMicros: natsCPU / float64(events) * 1e6}, nil
 }
 
 // msgsPerSec reads the MsgsPerSec column of the publisher's row in the CSV

@@ -80,6 +80,7 @@ func (r *Results) WriteTable(w io.Writer) {
 			count(int(c.NullRate)), c.NullRate/c.DecodeRate,
 			float64(c.PeakRSS)/mib, c.CPU.Postgres, c.CPU.NATSServer, c.CPU.Relay, c.CPU.Machine)
 	}
+	r.writeCPUBudget(w)
 	if len(r.Durable) > 0 {
 		fmt.Fprint(w, "\nDurable mode: outboxd into nats-server with sync_interval: always (an fsync per write) beside the default server, same backlog, events/s:\n\n")
 		fmt.Fprintln(w, "| backlog | rows/tx | default server | sync always | cost | broker limit (async) with sync always |")
@@ -155,4 +156,32 @@ func (r *Results) steady(relay string, rate int) *SteadyCase {
 		}
 	}
 	return nil
+}
+
+// writeCPUBudget writes what each event costs each process in CPU time, in
+// the limits and in outboxd's drain into JetStream, and how many cores the
+// drain target needs at the drain's costs: where that is more than the
+// machine has, the target cannot be met with the three sharing it.
+func (r *Results) writeCPUBudget(w io.Writer) {
+	fmt.Fprintf(w, "\nCPU time per event, µs (medians), and the cores the drain target needs at the drain's costs (this machine: %d):\n\n", r.Machine.CPUs)
+	fmt.Fprintln(w, "| backlog | rows/tx | PG in the decode limit | nats-server in the broker limit async / fast | outboxd → JetStream: PG / nats-server / outboxd | drain target | cores it needs |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+	for _, c := range r.Backlogs {
+		b := r.broker(c.Size)
+		decodePG := medianOf(c.Decode, func(d drain) float64 { return micros(d.CPU.Postgres, d.EventsPerSec) })
+		pg, nats, relay := micros(c.CPU.Postgres, c.OutboxdRate), micros(c.CPU.NATSServer, c.OutboxdRate), micros(c.CPU.Relay, c.OutboxdRate)
+		target := drainTarget * min(c.DecodeRate, b.Limit())
+		fmt.Fprintf(w, "| %s | %d | %.1f | %.1f / %.1f | %.1f / %.1f / %.1f | %s/s | %.2f |\n",
+			count(c.Size), c.Shape, decodePG, b.AsyncNATSMicros, b.FastNATSMicros, pg, nats, relay,
+			count(int(target)), target*(pg+nats+relay)/1e6)
+	}
+}
+
+// micros is the CPU time per event, µs, of a group busy cores at rate
+// events/s.
+func micros(cores, rate float64) float64 {
+	if rate <= 0 {
+		return 0
+	}
+	return cores / rate * 1e6
 }

@@ -71,8 +71,14 @@ type BrokerCase struct {
 	Async []float64 `json:"async_runs"`
 	Fast  []float64 `json:"fast_runs"`
 
-	AsyncRate float64 `json:"async"`
-	FastRate  float64 `json:"fast"`
+	// nats-server's CPU per message, µs, by run.
+	AsyncNATS []float64 `json:"async_nats_server_cpu_us_per_msg_runs"`
+	FastNATS  []float64 `json:"fast_nats_server_cpu_us_per_msg_runs"`
+
+	AsyncRate       float64 `json:"async"`
+	FastRate        float64 `json:"fast"`
+	AsyncNATSMicros float64 `json:"async_nats_server_cpu_us_per_msg"`
+	FastNATSMicros  float64 `json:"fast_nats_server_cpu_us_per_msg"`
 }
 
 // Limit is the broker's limit: the faster publish mode.
@@ -184,6 +190,7 @@ func (c *BacklogCase) summarize() {
 
 func (b *BrokerCase) summarize() {
 	b.AsyncRate, b.FastRate = median(b.Async), median(b.Fast)
+	b.AsyncNATSMicros, b.FastNATSMicros = median(b.AsyncNATS), median(b.FastNATS)
 }
 
 func (p *PollingCase) summarize() {
