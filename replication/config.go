@@ -29,9 +29,10 @@ type Config struct {
 	// (pg_logical_emit_message), such as outboxd's heartbeat.
 	Messages bool
 	// ReadLinger is how long the receive loop waits, after a read that
-	// emptied the socket, before it reads again, so that a trickle of
-	// messages is read in batches instead of one wake-up per message. It
-	// adds up to this much latency. 0 reads as soon as data arrives.
+	// emptied the socket while WAL trickles in (less than 4 MiB/s), before
+	// it reads again, so that a trickle of messages is read in batches
+	// instead of one wake-up per message. It adds up to this much latency.
+	// 0 reads as soon as data arrives.
 	ReadLinger time.Duration
 	// Logger receives state changes. Default zerolog.Nop().
 	Logger zerolog.Logger

@@ -49,8 +49,11 @@ func TestLingerConnBatchesATrickle(t *testing.T) {
 	if err != nil || string(buf[:n]) != "begin" {
 		t.Fatalf("first read = %q, %v; want %q", buf[:n], err, "begin")
 	}
-	if !conn.trickled {
-		t.Fatal("a read shorter than the buffer did not mark the socket trickling")
+	if !conn.drained {
+		t.Fatal("a read shorter than the buffer did not mark the socket drained")
+	}
+	if !conn.trickling {
+		t.Fatal("five bytes after a long silence did not count as a trickle")
 	}
 
 	done := make(chan error, 1)
@@ -87,30 +90,69 @@ func TestLingerConnBehindNeverWaits(t *testing.T) {
 		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != want {
 			t.Fatalf("read = %q, %v; want %q", buf, err, want)
 		}
-		if conn.trickled {
-			t.Fatalf("a full read (%q) marked the socket trickling: the next read would wait an hour", want)
+		if conn.drained {
+			t.Fatalf("a full read (%q) marked the socket drained: the next read would wait an hour", want)
 		}
 	}
 }
 
-// TestLingerConnCaughtUpReadsAtOnce: a read that emptied the socket but
-// brought more than a trickle comes from a reader that has just caught up
-// with a backlog, which may go on: the next read must not wait.
-func TestLingerConnCaughtUpReadsAtOnce(t *testing.T) {
-	client, server := loopback(t)
-	conn := &lingerConn{Conn: client, linger: time.Hour}
+// TestLingerConnMeasuresTheRate: the reads of a window decide whether the
+// next window's short reads linger, by the rate they brought.
+func TestLingerConnMeasuresTheRate(t *testing.T) {
+	start := time.Now()
+	perWindow := func(rate float64) int { return int(rate * rateWindow.Seconds()) }
+	tests := []struct {
+		name          string
+		bytes         int
+		after         time.Duration
+		wantTrickling bool
+	}{
+		{"a backlog, 10 times the trickle rate", perWindow(10 * trickleRate), rateWindow, false},
+		{"just above the trickle rate", perWindow(1.1 * trickleRate), rateWindow, false},
+		{"5,000 one-row transactions a second", perWindow(5000 * 450), rateWindow, true},
+		{"idle, then one message", 300, time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &lingerConn{windowStart: start, trickling: !tt.wantTrickling}
+			c.measure(tt.bytes/2, start.Add(rateWindow/2))
+			if c.trickling == tt.wantTrickling {
+				t.Fatal("decided before the window was over")
+			}
+			c.measure(tt.bytes-tt.bytes/2, start.Add(tt.after))
+			if c.trickling != tt.wantTrickling {
+				t.Errorf("trickling = %t after %d bytes in %s, want %t", c.trickling, tt.bytes, tt.after, tt.wantTrickling)
+			}
+			if c.windowBytes != 0 || !c.windowStart.Equal(start.Add(tt.after)) {
+				t.Errorf("the window did not start anew: %d bytes since %s", c.windowBytes, c.windowStart)
+			}
+		})
+	}
+}
 
-	sent := make([]byte, 2*trickleBytes)
-	if _, err := server.Write(sent); err != nil {
+// TestLingerConnFastStreamReadsAtOnce: a read that emptied the socket
+// while WAL comes faster than a trickle is a reader catching up with a
+// backlog, which goes on: the next read must not wait.
+func TestLingerConnFastStreamReadsAtOnce(t *testing.T) {
+	client, server := loopback(t)
+	conn := &lingerConn{Conn: client, linger: time.Hour, drained: true, trickling: false, windowStart: time.Now()}
+
+	if _, err := server.Write([]byte("more")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let all of it reach the socket
-	buf := make([]byte, 4*trickleBytes)
-	n, err := conn.Read(buf)
-	if err != nil || n != len(sent) {
-		t.Fatalf("read = %d bytes, %v; want %d", n, err, len(sent))
-	}
-	if conn.trickled {
-		t.Fatalf("a short read of %d bytes (more than %d) marked the socket trickling: the next read would wait an hour", n, trickleBytes)
+	read := make(chan error, 1)
+	go func() {
+		_, err := conn.Read(make([]byte, 64))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		client.Close() // ends the read and the goroutine
+		<-read
+		t.Fatal("the read waited although WAL was not trickling")
 	}
 }
