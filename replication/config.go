@@ -39,8 +39,11 @@ type Config struct {
 }
 
 // DefaultReadLinger is the read linger outboxd run uses unless told
-// otherwise (Config.ReadLinger).
-const DefaultReadLinger = time.Millisecond
+// otherwise (Config.ReadLinger); MaxReadLinger is the longest accepted.
+const (
+	DefaultReadLinger = time.Millisecond
+	MaxReadLinger     = 100 * time.Millisecond
+)
 
 // slotName is what PostgreSQL accepts for a replication slot name.
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -69,8 +72,8 @@ func (c *Config) Validate() error {
 	if c.StatusInterval < 10*time.Millisecond || c.StatusInterval > time.Minute {
 		return fmt.Errorf("replication: status interval %s is out of range: use 10ms to 1m", c.StatusInterval)
 	}
-	if c.ReadLinger < 0 || c.ReadLinger > 100*time.Millisecond {
-		return fmt.Errorf("replication: read linger %s is out of range: use 0 to 100ms", c.ReadLinger)
+	if c.ReadLinger < 0 || c.ReadLinger > MaxReadLinger {
+		return fmt.Errorf("replication: read linger %s is out of range: use 0 to %s", c.ReadLinger, MaxReadLinger)
 	}
 	return nil
 }

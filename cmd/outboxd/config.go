@@ -246,8 +246,8 @@ func (c *runConfig) validate() error {
 	if c.PublishLinger < 100*time.Microsecond || c.PublishLinger > 100*time.Millisecond {
 		return fmt.Errorf("--publish-linger %s is out of range: use 100µs to 100ms", c.PublishLinger)
 	}
-	if c.ReadLinger < 0 || c.ReadLinger > 100*time.Millisecond {
-		return fmt.Errorf("--read-linger %s is out of range: use 0 to 100ms", c.ReadLinger)
+	if c.ReadLinger < 0 || c.ReadLinger > replication.MaxReadLinger {
+		return fmt.Errorf("--read-linger %s is out of range: use 0 to %s", c.ReadLinger, replication.MaxReadLinger)
 	}
 	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
 		return fmt.Errorf("--max-in-flight %d is out of range: use 1 to 65536", c.MaxInFlight)
