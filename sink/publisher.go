@@ -92,6 +92,25 @@ type Publisher struct {
 	cfg        Config
 	maxPayload int64
 	log        zerolog.Logger
+	lastTx     txFields // Run's goroutine only
+}
+
+// txFields are the header values every event of one transaction shares,
+// formatted once per transaction rather than once per event.
+type txFields struct {
+	tx                   decoder.TxInfo
+	lsn, xid, commitTime string
+}
+
+// fields returns the header values of tx, formatting them only when tx is
+// not the transaction of the previous call.
+func (f *txFields) fields(tx decoder.TxInfo) *txFields {
+	if f.lsn != "" && f.tx.CommitLSN == tx.CommitLSN && f.tx.Xid == tx.Xid && f.tx.CommitTime.Equal(tx.CommitTime) {
+		return f
+	}
+	*f = txFields{tx: tx, lsn: tx.CommitLSN.String(), xid: strconv.FormatUint(uint64(tx.Xid), 10),
+		commitTime: tx.CommitTime.UTC().Format(time.RFC3339Nano)}
+	return f
 }
 
 // NewPublisher checks cfg and returns a publisher on js. maxPayload is the
@@ -569,9 +588,10 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 		}
 		h[f.key] = vals.one(f.value)
 	}
-	h[HeaderLSN] = vals.one(ev.Tx.CommitLSN.String())
-	h[HeaderXid] = vals.one(strconv.FormatUint(uint64(ev.Tx.Xid), 10))
-	h[HeaderCommitTime] = vals.one(ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano))
+	tx := p.lastTx.fields(ev.Tx)
+	h[HeaderLSN] = vals.one(tx.lsn)
+	h[HeaderXid] = vals.one(tx.xid)
+	h[HeaderCommitTime] = vals.one(tx.commitTime)
 
 	if size := int64(len(ev.Payload)) + headerSize(h); p.maxPayload > 0 && size > p.maxPayload {
 		return nil, rowErr("payload", fmt.Sprintf("makes a message of %d bytes (payload %d + headers) exceeds the server's max_payload of %d bytes; raise max_payload on the NATS server or make the payload smaller",

@@ -783,6 +783,36 @@ func TestMessage(t *testing.T) {
 	}
 }
 
+// TestMessageTransactionHeaders: the transaction's headers are formatted
+// once per transaction, and an event of the next transaction (even one
+// that shares a field with the last) carries its own.
+func TestMessageTransactionHeaders(t *testing.T) {
+	p := newTestPublisher(t, nil, 1<<20, Config{Stream: "OUTBOX", Subject: testTemplate(t, defaultTemplate)})
+	b := newEventBuilder(t)
+	base := b.event(testRow{ID: eventID(1), AggregateType: "order", AggregateID: "42", EventType: "created", Payload: []byte("x")})
+	sameXid := base.Tx
+	sameXid.CommitLSN += 0x100
+	sameLSN := base.Tx
+	sameLSN.Xid++
+	later := base.Tx
+	later.CommitTime = later.CommitTime.Add(time.Microsecond)
+	for i, tx := range []decoder.TxInfo{base.Tx, base.Tx, sameXid, sameLSN, later, base.Tx} {
+		ev := *base
+		ev.Tx = tx
+		msg, err := p.message(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{HeaderLSN: tx.CommitLSN.String(), HeaderXid: strconv.FormatUint(uint64(tx.Xid), 10),
+			HeaderCommitTime: tx.CommitTime.UTC().Format(time.RFC3339Nano)}
+		for k, v := range want {
+			if got := msg.Header.Get(k); got != v {
+				t.Errorf("event %d: header %s = %q, want %q", i, k, got, v)
+			}
+		}
+	}
+}
+
 // TestPublisherBadHeaderKey gives a row a header key the NATS client
 // refuses to encode. Retrying cannot help, so it must stop Run with a
 // *decoder.RowError naming the headers column, not retry forever.
