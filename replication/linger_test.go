@@ -1,8 +1,10 @@
 package replication
 
 import (
-	"io"
+	"bytes"
+	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -34,12 +36,50 @@ func loopback(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
-// TestLingerConnBatchesATrickle sends three messages a few milliseconds
-// apart after the reader emptied the socket: with the linger the next read
-// returns all three, where a plain connection would return the first alone.
-func TestLingerConnBatchesATrickle(t *testing.T) {
+// streamingConn returns the client end of a loopback connection wrapped
+// in a lingerConn that streams (batch called), and the server end.
+func streamingConn(t *testing.T, linger time.Duration) (*lingerConn, net.Conn) {
+	t.Helper()
 	client, server := loopback(t)
-	conn := &lingerConn{Conn: client, linger: 300 * time.Millisecond}
+	conn := newLingerConn(client, linger)
+	conn.batch()
+	if !conn.batching {
+		t.Fatal("a TCP connection does not batch its reads")
+	}
+	return conn, server
+}
+
+// readWithin runs conn.Read(buf) and fails the test when it has not
+// returned within limit (closing conn ends it).
+func readWithin(t *testing.T, conn net.Conn, buf []byte, limit time.Duration) (int, error) {
+	t.Helper()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := conn.Read(buf)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-time.After(limit):
+		conn.Close()
+		<-done
+		t.Fatalf("the read did not return within %s", limit)
+		return 0, nil
+	}
+}
+
+// TestLingerConnBatchesATrickle sends three messages a few milliseconds
+// apart after the reader emptied the socket: the next read returns all
+// three once the linger is over, where a plain connection would return the
+// first alone.
+func TestLingerConnBatchesATrickle(t *testing.T) {
+	const linger = 300 * time.Millisecond
+	conn, server := streamingConn(t, linger)
 
 	buf := make([]byte, 1024)
 	if _, err := server.Write([]byte("begin")); err != nil {
@@ -48,12 +88,6 @@ func TestLingerConnBatchesATrickle(t *testing.T) {
 	n, err := conn.Read(buf)
 	if err != nil || string(buf[:n]) != "begin" {
 		t.Fatalf("first read = %q, %v; want %q", buf[:n], err, "begin")
-	}
-	if !conn.drained {
-		t.Fatal("a read shorter than the buffer did not mark the socket drained")
-	}
-	if !conn.trickling {
-		t.Fatal("five bytes after a long silence did not count as a trickle")
 	}
 
 	done := make(chan error, 1)
@@ -67,92 +101,125 @@ func TestLingerConnBatchesATrickle(t *testing.T) {
 		}
 		done <- nil
 	}()
-	n, err = conn.Read(buf)
+	start := time.Now()
+	n, err = readWithin(t, conn, buf, 10*time.Second)
+	waited := time.Since(start)
 	if werr := <-done; werr != nil {
 		t.Fatal(werr)
 	}
 	if err != nil || string(buf[:n]) != "BIC" {
 		t.Fatalf("read after the linger = %q, %v; want the three messages in one read, %q", buf[:n], err, "BIC")
 	}
+	if waited < linger*9/10 {
+		t.Errorf("the read returned after %s, before the linger of %s was over", waited, linger)
+	}
 }
 
-// TestLingerConnBehindNeverWaits: a reader that fills its buffer is behind
-// the server, so its next read must not wait.
+// TestLingerConnFastStreamReadsABatch: when a batch arrives before the
+// linger is over, the read returns it at once, whole.
+func TestLingerConnFastStreamReadsABatch(t *testing.T) {
+	conn, server := streamingConn(t, time.Hour)
+
+	go func() {
+		msg := bytes.Repeat([]byte("m"), 300)
+		for range 2 * batchBytes / len(msg) {
+			if _, err := server.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 4*batchBytes)
+	n, err := readWithin(t, conn, buf, 10*time.Second)
+	if err != nil || n < batchBytes {
+		t.Fatalf("read = %d bytes, %v; want at least a batch of %d", n, err, batchBytes)
+	}
+}
+
+// TestLingerConnBehindNeverWaits: a reader that finds data waiting, less
+// than a batch, takes it at once: it is behind the server, and what it
+// has not read yet is all there is.
 func TestLingerConnBehindNeverWaits(t *testing.T) {
-	client, server := loopback(t)
-	conn := &lingerConn{Conn: client, linger: time.Hour}
+	conn, server := streamingConn(t, time.Hour)
 
 	if _, err := server.Write([]byte("0123456789")); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(50 * time.Millisecond) // let it arrive whole
 	buf := make([]byte, 4)
-	for _, want := range []string{"0123", "4567"} {
-		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != want {
-			t.Fatalf("read = %q, %v; want %q", buf, err, want)
-		}
-		if conn.drained {
-			t.Fatalf("a full read (%q) marked the socket drained: the next read would wait an hour", want)
+	for _, want := range []string{"0123", "4567", "89"} {
+		n, err := readWithin(t, conn, buf, 10*time.Second)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("read = %q, %v; want %q", buf[:n], err, want)
 		}
 	}
 }
 
-// TestLingerConnMeasuresTheRate: the reads of a window decide whether the
-// next window's short reads linger, by the rate they brought.
-func TestLingerConnMeasuresTheRate(t *testing.T) {
-	start := time.Now()
-	perWindow := func(rate float64) int { return int(rate * rateWindow.Seconds()) }
-	tests := []struct {
-		name          string
-		bytes         int
-		after         time.Duration
-		wantTrickling bool
-	}{
-		{"a backlog, 10 times the trickle rate", perWindow(10 * trickleRate), rateWindow, false},
-		{"just above the trickle rate", perWindow(1.1 * trickleRate), rateWindow, false},
-		{"5,000 one-row transactions a second", perWindow(5000 * 450), rateWindow, true},
-		{"idle, then one message", 300, time.Second, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &lingerConn{windowStart: start, trickling: !tt.wantTrickling}
-			c.measure(tt.bytes/2, start.Add(rateWindow/2))
-			if c.trickling == tt.wantTrickling {
-				t.Fatal("decided before the window was over")
-			}
-			c.measure(tt.bytes-tt.bytes/2, start.Add(tt.after))
-			if c.trickling != tt.wantTrickling {
-				t.Errorf("trickling = %t after %d bytes in %s, want %t", c.trickling, tt.bytes, tt.after, tt.wantTrickling)
-			}
-			if c.windowBytes != 0 || !c.windowStart.Equal(start.Add(tt.after)) {
-				t.Errorf("the window did not start anew: %d bytes since %s", c.windowBytes, c.windowStart)
-			}
-		})
-	}
-}
+// TestLingerConnCallersDeadlineFirst: a read waiting for a batch ends at
+// the caller's deadline when that comes before the linger (a status update
+// is due), and at once when the caller moves its deadline to now (Run's
+// cancellation). A later read still gets data.
+func TestLingerConnCallersDeadlineFirst(t *testing.T) {
+	conn, server := streamingConn(t, time.Hour)
+	buf := make([]byte, 64)
 
-// TestLingerConnFastStreamReadsAtOnce: a read that emptied the socket
-// while WAL comes faster than a trickle is a reader catching up with a
-// backlog, which goes on: the next read must not wait.
-func TestLingerConnFastStreamReadsAtOnce(t *testing.T) {
-	client, server := loopback(t)
-	conn := &lingerConn{Conn: client, linger: time.Hour, drained: true, trickling: false, windowStart: time.Now()}
-
-	if _, err := server.Write([]byte("more")); err != nil {
+	if err := conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	read := make(chan error, 1)
+	if _, err := readWithin(t, conn, buf, 10*time.Second); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the caller's deadline: %v, want a timeout", err)
+	}
+
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
 	go func() {
-		_, err := conn.Read(make([]byte, 64))
-		read <- err
+		time.Sleep(50 * time.Millisecond)
+		conn.SetReadDeadline(time.Now()) //nolint:errcheck
 	}()
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		client.Close() // ends the read and the goroutine
-		<-read
-		t.Fatal("the read waited although WAL was not trickling")
+	if _, err := readWithin(t, conn, buf, 10*time.Second); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the deadline moved to now: %v, want a timeout", err)
+	}
+
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	conn.linger = time.Millisecond
+	if _, err := server.Write([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := readWithin(t, conn, buf, 10*time.Second)
+	if err != nil || string(buf[:n]) != "after" {
+		t.Fatalf("read after the timeouts = %q, %v; want %q", buf[:n], err, "after")
+	}
+}
+
+// TestLingerConnWaitsOnlyWhenStreaming: before batch (the start-up
+// exchange), and on a socket without SO_RCVLOWAT, reads never wait.
+func TestLingerConnWaitsOnlyWhenStreaming(t *testing.T) {
+	client, server := loopback(t)
+	conn := newLingerConn(client, time.Hour)
+	if _, err := server.Write([]byte("ready")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readWithin(t, conn, make([]byte, 64), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	pipeClient, pipeServer := net.Pipe()
+	defer pipeServer.Close()
+	piped := newLingerConn(pipeClient, time.Hour)
+	piped.batch()
+	if piped.batching {
+		t.Fatal("a pipe, which has no SO_RCVLOWAT, batches its reads")
+	}
+}
+
+// TestLingerConnOffWithoutLinger: --read-linger 0 reads at once.
+func TestLingerConnOffWithoutLinger(t *testing.T) {
+	client, _ := loopback(t)
+	conn := newLingerConn(client, 0)
+	conn.batch()
+	if conn.batching {
+		t.Fatal("a zero linger batches reads")
 	}
 }

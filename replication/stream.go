@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ type Message struct {
 	// keepalive it may be confirmed when nothing is open or in flight.
 	ServerWALEnd pglogrepl.LSN
 	// Data is a private copy of the pgoutput bytes; nil for a keepalive.
+	// Messages of one batch may share a buffer: never write to Data.
 	Data []byte
 }
 
@@ -32,6 +32,7 @@ type Message struct {
 type Stream struct {
 	cfg      Config
 	conn     *pgconn.PgConn
+	socket   *lingerConn // under conn: batches reads once streaming
 	system   pglogrepl.IdentifySystemResult
 	received pglogrepl.LSN // end of the newest WAL data received
 	// durable returns the LSN that may be confirmed as flushed: everything
@@ -54,15 +55,17 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 		return nil, err
 	}
 	pgcfg.RuntimeParams["replication"] = "database"
-	if cfg.ReadLinger > 0 {
-		dial := pgcfg.DialFunc
-		pgcfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &lingerConn{Conn: c, linger: cfg.ReadLinger}, nil
+	// The socket the session reads from, to batch its reads once it
+	// streams (it may be under TLS, which pgconn.Conn would return).
+	var socket *lingerConn
+	dial := pgcfg.DialFunc
+	pgcfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
 		}
+		socket = newLingerConn(c, cfg.ReadLinger)
+		return socket, nil
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
@@ -76,7 +79,7 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 	if cfg.Streaming && serverMajor(conn) < 14 {
 		cfg.Streaming = false // protocol 2 streaming needs PostgreSQL 14
 	}
-	return &Stream{cfg: cfg, conn: conn, system: system}, nil
+	return &Stream{cfg: cfg, conn: conn, socket: socket, system: system}, nil
 }
 
 // decoderSettings parses connString and sets what the decoder needs to
@@ -152,6 +155,7 @@ func (s *Stream) Start(ctx context.Context, from pglogrepl.LSN, durable func() p
 	if err != nil {
 		return classify(fmt.Sprintf("start replication on slot %q", s.cfg.Slot), err)
 	}
+	s.socket.batch()
 	s.received = from
 	s.shownReceived.Store(uint64(from))
 	s.durable = durable
@@ -182,11 +186,23 @@ func (s *Stream) pluginArgs(publication string) []string {
 	return args
 }
 
+// maxBatch bounds the messages Run sends in one batch; with the capacity
+// of the channel it sends on, it bounds what waits for the decoder.
+const maxBatch = 256
+
+// slabSize is the size of the buffers Run copies messages' data into: one
+// allocation holds a few hundred small messages instead of one each.
+const slabSize = 64 << 10
+
 // Run receives the stream and sends every message on out, in order, until
-// ctx is done (it then returns nil) or the connection fails. While out is
-// full it stops reading but keeps sending status updates, so the server does
-// not end the session after wal_sender_timeout. Run closes out when it returns.
-func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
+// ctx is done (it then returns nil) or the connection fails. It sends the
+// messages in batches: all those one socket read brought (up to maxBatch),
+// so a backlog costs the receiver one wake-up per batch rather than per
+// message, and a trickle is handed on as soon as it is read. While out is
+// full it stops reading but keeps sending status updates, so the server
+// does not end the session after wal_sender_timeout. A batch of keepalives
+// alone is dropped when out is full. Run closes out when it returns.
+func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 	defer close(out)
 	// Reads use the socket deadline rather than a context: a context per
 	// ReceiveMessage costs a watcher per message. Cancellation wakes the read.
@@ -195,7 +211,11 @@ func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
 	defer s.conn.Conn().SetReadDeadline(time.Time{}) //nolint:errcheck
 
 	nextStatus := time.Now()
-	var deadline time.Time // the read deadline set on the socket
+	var (
+		deadline time.Time // the read deadline set on the socket
+		batch    []Message
+		slab     []byte // where the batch's data is copied to
+	)
 	for {
 		if !time.Now().Before(nextStatus) {
 			if err := s.sendStatus(false); err != nil {
@@ -234,36 +254,56 @@ func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
 			}
 			nextStatus = time.Now().Add(s.cfg.StatusInterval)
 		}
-		if msg == nil {
+		if msg != nil {
+			// pgconn reuses its read buffer: keep a private copy.
+			msg.Data, slab = copyToSlab(slab, msg.Data)
+			batch = append(batch, *msg)
+		}
+		// What is left in pgconn's buffer was read by the same read: take
+		// it into this batch before handing the batch on.
+		if len(batch) == 0 || (len(batch) < maxBatch && s.conn.Frontend().ReadBufferLen() > 0) {
 			continue
 		}
-		if msg.Data == nil {
-			// A keepalive only matters when the pipeline is idle, and then the
-			// channel has room: never wait for one.
-			select {
-			case out <- *msg:
-			default:
-			}
-			continue
-		}
-		if nextStatus, err = s.deliver(ctx, out, *msg, nextStatus); err != nil {
+		if nextStatus, err = s.deliver(ctx, out, batch, nextStatus); err != nil {
 			return err
 		}
+		batch = make([]Message, 0, len(batch))
 	}
 }
 
-// deliver waits for room in out, sending status updates on time meanwhile.
-func (s *Stream) deliver(ctx context.Context, out chan<- Message, msg Message, nextStatus time.Time) (time.Time, error) {
+// copyToSlab copies data (nil stays nil) to the free end of slab, or of a
+// new slab when it does not fit, and returns the copy and the slab. The
+// copy's capacity ends with it, so appending to it never touches a
+// neighbour.
+func copyToSlab(slab, data []byte) ([]byte, []byte) {
+	if data == nil {
+		return nil, slab
+	}
+	if cap(slab)-len(slab) < len(data) {
+		slab = make([]byte, 0, max(slabSize, len(data)))
+	}
+	start := len(slab)
+	slab = append(slab, data...)
+	return slab[start:len(slab):len(slab)], slab
+}
+
+// deliver sends batch on out, waiting for room (and sending status updates
+// on time meanwhile) unless the batch holds keepalives alone: those only
+// matter when the pipeline is idle, and then out has room.
+func (s *Stream) deliver(ctx context.Context, out chan<- []Message, batch []Message, nextStatus time.Time) (time.Time, error) {
 	select {
-	case out <- msg:
+	case out <- batch:
 		return nextStatus, nil
 	default:
+	}
+	if keepalivesOnly(batch) {
+		return nextStatus, nil
 	}
 	timer := time.NewTimer(time.Until(nextStatus))
 	defer timer.Stop()
 	for {
 		select {
-		case out <- msg:
+		case out <- batch:
 			return nextStatus, nil
 		case <-ctx.Done():
 			return nextStatus, nil
@@ -275,6 +315,15 @@ func (s *Stream) deliver(ctx context.Context, out chan<- Message, msg Message, n
 			timer.Reset(s.cfg.StatusInterval)
 		}
 	}
+}
+
+func keepalivesOnly(batch []Message) bool {
+	for _, m := range batch {
+		if m.Data != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // parse reads one backend message. It returns the stream message (nil for
@@ -301,8 +350,8 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 				s.received = end
 				s.shownReceived.Store(uint64(end))
 			}
-			// pgconn reuses its read buffer: keep a private copy.
-			return &Message{WALStart: xld.WALStart, ServerWALEnd: xld.ServerWALEnd, Data: bytes.Clone(xld.WALData)}, false, nil
+			// Data aliases pgconn's read buffer: Run copies it.
+			return &Message{WALStart: xld.WALStart, ServerWALEnd: xld.ServerWALEnd, Data: xld.WALData}, false, nil
 		}
 		return nil, false, nil
 	case *pgproto3.ErrorResponse:

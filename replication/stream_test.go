@@ -212,27 +212,36 @@ func awaitStatusUpdates(t testing.TB, conn *pgx.Conn, slot string, n int) {
 	})
 }
 
-// receiver collects what Stream.Run sends.
+// receiver collects what Stream.Run sends, one message at a time.
 type receiver struct {
-	t   testing.TB
-	out chan Message
+	t       testing.TB
+	out     chan []Message
+	pending []Message // the rest of the batch last received
 }
 
 // next returns the next message that match accepts, failing the test
 // after timeout or when Run closed the channel.
-func (r receiver) next(timeout time.Duration, what string, match func(Message) bool) Message {
+func (r *receiver) next(timeout time.Duration, what string, match func(Message) bool) Message {
 	r.t.Helper()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
-		select {
-		case msg, ok := <-r.out:
-			if !ok {
-				r.t.Fatalf("waiting for %s: Run closed its channel", what)
-			}
+		for len(r.pending) > 0 {
+			msg := r.pending[0]
+			r.pending = r.pending[1:]
 			if match(msg) {
 				return msg
 			}
+		}
+		select {
+		case batch, ok := <-r.out:
+			if !ok {
+				r.t.Fatalf("waiting for %s: Run closed its channel", what)
+			}
+			if len(batch) == 0 || len(batch) > maxBatch {
+				r.t.Fatalf("Run sent a batch of %d messages, want 1 to %d", len(batch), maxBatch)
+			}
+			r.pending = batch
 		case <-timer.C:
 			r.t.Fatalf("no %s within %s", what, timeout)
 		}
@@ -241,7 +250,7 @@ func (r receiver) next(timeout time.Duration, what string, match func(Message) b
 
 // transaction reads one whole transaction (Begin … Commit) and returns its
 // messages and its Commit.
-func (r receiver) transaction(timeout time.Duration) ([]Message, *pglogrepl.CommitMessage) {
+func (r *receiver) transaction(timeout time.Duration) ([]Message, *pglogrepl.CommitMessage) {
 	r.t.Helper()
 	var msgs []Message
 	r.next(timeout, "Begin", func(m Message) bool { return m.Data != nil && m.Data[0] == 'B' })
@@ -262,7 +271,7 @@ func isInsert(m Message) bool { return m.Data != nil && m.Data[0] == 'I' }
 
 // runStream runs s.Run on out until the returned stop is called; stop
 // returns Run's error. t.Cleanup stops it if the test did not.
-func runStream(t testing.TB, s *Stream, out chan Message) (stop func() error, done <-chan error) {
+func runStream(t testing.TB, s *Stream, out chan []Message) (stop func() error, done <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -351,9 +360,9 @@ func TestStreamAgainstPostgres(t *testing.T) {
 	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return pglogrepl.LSN(durable.Load()) }); err != nil {
 		t.Fatal(err)
 	}
-	out := make(chan Message, 64)
+	out := make(chan []Message, 64)
 	stop, _ := runStream(t, stream, out)
-	rx := receiver{t: t, out: out}
+	rx := &receiver{t: t, out: out}
 
 	// An INSERT arrives as XLogData with its own copy of the bytes.
 	insertEvents(t, conn, 1)
@@ -477,7 +486,7 @@ func TestStreamBackPressure(t *testing.T) {
 	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return consistent }); err != nil {
 		t.Fatal(err)
 	}
-	out := make(chan Message) // unbuffered, and nobody reads for now
+	out := make(chan []Message) // unbuffered, and nobody reads for now
 	stop, done := runStream(t, stream, out)
 
 	const transactions = 3
@@ -511,7 +520,7 @@ func TestStreamBackPressure(t *testing.T) {
 
 	// Reading again: everything committed arrives, and the session still
 	// streams new commits.
-	rx := receiver{t: t, out: out}
+	rx := &receiver{t: t, out: out}
 	for i := range transactions {
 		msgs, _ := rx.transaction(10 * time.Second)
 		if len(msgs) == 0 || !isInsert(msgs[len(msgs)-1]) {
@@ -525,5 +534,107 @@ func TestStreamBackPressure(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v, want nil", err)
+	}
+}
+
+// TestStreamBatchesABacklog checks that messages already read from the
+// socket travel together: a backlog arrives in batches of many messages,
+// none over maxBatch, every row once and in WAL order.
+func TestStreamBatchesABacklog(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn, conn := newOutboxDatabase(t, srv)
+	slot := uniqueSlot()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck
+	consistent, err := stream.CreateSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return consistent }); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads yet: Run waits to hand on its first batch while the
+	// walsender fills the socket with the rest.
+	out := make(chan []Message)
+	stop, _ := runStream(t, stream, out)
+	const rows = 600
+	insertEvents(t, conn, rows)
+	var end pglogrepl.LSN
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var sent pglogrepl.LSN
+		if err := conn.QueryRow(ctx, `SELECT coalesce(max(r.sent_lsn), '0/0')::text::pg_lsn FROM pg_stat_replication r
+			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1`, slot).Scan(&sent); err != nil {
+			t.Fatal(err)
+		}
+		if sent < end {
+			return fmt.Sprintf("walsender sent up to %s, want %s", sent, end)
+		}
+		return ""
+	})
+	defer stop() //nolint:errcheck
+
+	var (
+		inserts, largest int
+		last             pglogrepl.LSN
+	)
+	for inserts < rows {
+		select {
+		case batch := <-out:
+			if len(batch) == 0 || len(batch) > maxBatch {
+				t.Fatalf("a batch of %d messages, want 1 to %d", len(batch), maxBatch)
+			}
+			largest = max(largest, len(batch))
+			for _, m := range batch {
+				if !isInsert(m) {
+					continue
+				}
+				if m.WALStart <= last {
+					t.Fatalf("insert at %s after one at %s", m.WALStart, last)
+				}
+				last = m.WALStart
+				inserts++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d inserts received", inserts, rows)
+		}
+	}
+	t.Logf("largest batch: %d messages", largest)
+	if largest < 10 {
+		t.Errorf("largest batch of a %d-row backlog: %d messages, want many read together", rows, largest)
+	}
+}
+
+func TestCopyToSlab(t *testing.T) {
+	if got, slab := copyToSlab(nil, nil); got != nil || slab != nil {
+		t.Fatalf("copyToSlab(nil, nil) = %v, %v: a keepalive's nil must stay nil", got, slab)
+	}
+	a, slab := copyToSlab(nil, []byte("first"))
+	b, slab := copyToSlab(slab, []byte("second"))
+	if string(a) != "first" || string(b) != "second" {
+		t.Fatalf("copies %q, %q", a, b)
+	}
+	if &a[:cap(a)][0] != &slab[0] || cap(a) != len(a) {
+		t.Errorf("first copy: not at the slab's start, or its capacity %d reaches past it", cap(a))
+	}
+	_ = append(a, 'X') // must not overwrite b
+	if string(b) != "second" {
+		t.Errorf("appending to one copy changed its neighbour to %q", b)
+	}
+	empty, _ := copyToSlab(slab, []byte{})
+	if empty == nil || len(empty) != 0 {
+		t.Errorf("an empty message copied to %v, want empty and not nil", empty)
+	}
+	big := bytes.Repeat([]byte{7}, slabSize+1)
+	c, slab2 := copyToSlab(slab, big)
+	if !bytes.Equal(c, big) || cap(slab2) != slabSize+1 {
+		t.Errorf("a message larger than a slab: copy of %d bytes, slab of %d", len(c), cap(slab2))
 	}
 }

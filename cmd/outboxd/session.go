@@ -22,9 +22,14 @@ import (
 	"github.com/outboxd/outboxd/sink"
 )
 
-// channelSize bounds each hand-off between pipeline stages; with the
-// publisher's window it bounds memory (invariant 6).
-const channelSize = 1024
+// channelSize bounds the events handed from the decoder to the publisher,
+// and batchChannelSize the batches of replication messages (each up to
+// 256) from the stream to the decoder; with the publisher's window they
+// bound memory (invariant 6).
+const (
+	channelSize      = 1024
+	batchChannelSize = 8
+)
 
 func newJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
 	return jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(65536))
@@ -281,7 +286,7 @@ func (p *pipeline) run(ctx context.Context) error {
 	checkpointing, stopCheckpointing := context.WithCancel(gctx)
 	defer stopCheckpointing()
 
-	raw := make(chan replication.Message, channelSize)
+	raw := make(chan []replication.Message, batchChannelSize)
 	items := make(chan sink.Item, channelSize)
 	g.Go(func() error { return p.stream.Run(receiving, raw) })
 	g.Go(func() error { return p.decode(gctx, raw, items) })
@@ -349,32 +354,34 @@ func (p *pipeline) cancelAfterShutdownTimeout(ctx context.Context, done <-chan s
 // decode turns replication messages into publisher items, registering each
 // event and transaction end with the tracker before handing it on, so the
 // tracker always knows what is in flight.
-func (p *pipeline) decode(ctx context.Context, raw <-chan replication.Message, items chan<- sink.Item) error {
+func (p *pipeline) decode(ctx context.Context, raw <-chan []replication.Message, items chan<- sink.Item) error {
 	defer close(items)
-	for msg := range raw {
-		if msg.Data == nil {
-			if !p.decoder.InTransaction() {
-				p.tracker.Idle(msg.ServerWALEnd)
-			}
-			continue
-		}
-		change, err := p.decoder.Decode(msg.WALStart, msg.Data)
-		if err != nil {
-			if err := p.deadLetter(ctx, err, items); err != nil {
+	for batch := range raw {
+		for _, msg := range batch {
+			if err := p.decodeOne(ctx, msg, items); err != nil {
 				return err
 			}
-			continue
-		}
-		if change.Kind == decoder.StreamCommit {
-			err = p.replay(ctx, change, items)
-		} else {
-			err = p.handle(ctx, change, items)
-		}
-		if err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// decodeOne decodes one replication message and hands on what it holds.
+func (p *pipeline) decodeOne(ctx context.Context, msg replication.Message, items chan<- sink.Item) error {
+	if msg.Data == nil {
+		if !p.decoder.InTransaction() {
+			p.tracker.Idle(msg.ServerWALEnd)
+		}
+		return nil
+	}
+	change, err := p.decoder.Decode(msg.WALStart, msg.Data)
+	if err != nil {
+		return p.deadLetter(ctx, err, items)
+	}
+	if change.Kind == decoder.StreamCommit {
+		return p.replay(ctx, change, items)
+	}
+	return p.handle(ctx, change, items)
 }
 
 // replay hands on a streamed transaction that just committed, read back

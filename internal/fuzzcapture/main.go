@@ -144,18 +144,20 @@ func capture(ctx context.Context, conn *pgx.Conn, dsn, slot string, streaming bo
 	if err := stream.Start(ctx, start, func() pglogrepl.LSN { return start }); err != nil {
 		return nil, err
 	}
-	msgs := make(chan replication.Message, 64)
+	batches := make(chan []replication.Message, 8)
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- stream.Run(runCtx, msgs) }()
+	go func() { done <- stream.Run(runCtx, batches) }()
 	var out [][]byte
-	for m := range msgs {
-		if m.Data != nil {
-			out = append(out, m.Data)
-		}
-		if m.ServerWALEnd >= end && m.Data == nil {
-			cancel() // a keepalive past the workload: everything was sent
+	for batch := range batches {
+		for _, m := range batch {
+			if m.Data != nil {
+				out = append(out, m.Data)
+			}
+			if m.ServerWALEnd >= end && m.Data == nil {
+				cancel() // a keepalive past the workload: everything was sent
+			}
 		}
 	}
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
