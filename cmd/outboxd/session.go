@@ -289,7 +289,21 @@ func (p *pipeline) run(ctx context.Context) error {
 	raw := make(chan []replication.Message, batchChannelSize)
 	items := make(chan sink.Item, channelSize)
 	g.Go(func() error { return p.stream.Run(receiving, raw) })
-	g.Go(func() error { return p.decode(gctx, raw, items) })
+	// A row that cannot be published (and no dead-letter subject) stops
+	// the session, but only once every event before it is published and
+	// confirmed: receiving stops, the publisher drains, and run returns
+	// the row's error then.
+	var badRow error
+	g.Go(func() error {
+		err := p.decode(gctx, raw, items)
+		var rowErr *decoder.RowError
+		if errors.As(err, &rowErr) {
+			badRow = err
+			stopReceiving()
+			return nil
+		}
+		return err
+	})
 	g.Go(func() error {
 		if err := p.publish(gctx, items); err != nil {
 			return err
@@ -326,6 +340,9 @@ func (p *pipeline) run(ctx context.Context) error {
 	}
 	if closeErr != nil {
 		return fmt.Errorf("final status update: %w", closeErr)
+	}
+	if badRow != nil {
+		return badRow
 	}
 	p.log.Info().Str("lsn", p.checkpointer.Durable().String()).Msg("drained and confirmed")
 	return nil
