@@ -29,12 +29,12 @@ type Config struct {
 	// (pg_logical_emit_message), such as outboxd's heartbeat.
 	Messages bool
 	// ReadLinger bounds how long a read waits for a batch: once streaming,
-	// a read that follows one that emptied the socket waits until 8 KiB of
-	// WAL have arrived or ReadLinger has passed, so that messages the
-	// walsender sends one at a time are read a batch at a time instead of
-	// one wake-up each. A trickle waits up to ReadLinger (that much added
-	// latency); a fast stream hardly waits. TCP connections only (a Unix
-	// socket reads as soon as data arrives). 0 reads as soon as data arrives.
+	// a read that finds no WAL waiting waits until 8 KiB have arrived or
+	// ReadLinger has passed, so that messages the walsender sends one at a
+	// time are read a batch at a time instead of one wake-up each. A
+	// trickle waits up to ReadLinger (that much added latency); a fast
+	// stream hardly waits. TCP connections only (a Unix socket reads as
+	// soon as data arrives). 0 reads as soon as data arrives.
 	ReadLinger time.Duration
 	// Logger receives state changes. Default zerolog.Nop().
 	Logger zerolog.Logger

@@ -562,7 +562,7 @@ func TestStreamBatchesABacklog(t *testing.T) {
 	// walsender fills the socket with the rest.
 	out := make(chan []Message)
 	stop, _ := runStream(t, stream, out)
-	const rows = 600
+	const rows = 300 // about 45 KiB: all of it fits in the socket buffers
 	insertEvents(t, conn, rows)
 	var end pglogrepl.LSN
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&end); err != nil {
