@@ -458,6 +458,26 @@ func TestStreamAgainstPostgres(t *testing.T) {
 	}
 }
 
+// startedStream connects to dsn, creates slot and starts streaming from
+// its consistent point, with nothing ever confirmed past it; t.Cleanup
+// closes the stream.
+func startedStream(ctx context.Context, t *testing.T, dsn, slot string) *Stream {
+	t.Helper()
+	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck
+	consistent, err := stream.CreateSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return consistent }); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
 // TestStreamBackPressure checks invariant 6: while nobody reads what Run
 // delivers, Run keeps sending status updates, so the server does not end
 // the session after wal_sender_timeout.
@@ -474,18 +494,7 @@ func TestStreamBackPressure(t *testing.T) {
 		t.Fatalf("wal_sender_timeout = %q, %v; want 2s", setting, err)
 	}
 
-	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck
-	consistent, err := stream.CreateSlot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return consistent }); err != nil {
-		t.Fatal(err)
-	}
+	stream := startedStream(ctx, t, dsn, slot)
 	out := make(chan []Message) // unbuffered, and nobody reads for now
 	stop, done := runStream(t, stream, out)
 
@@ -546,18 +555,7 @@ func TestStreamBatchesABacklog(t *testing.T) {
 	slot := uniqueSlot()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck
-	consistent, err := stream.CreateSlot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return consistent }); err != nil {
-		t.Fatal(err)
-	}
+	stream := startedStream(ctx, t, dsn, slot)
 	// Nobody reads yet: Run waits to hand on its first batch while the
 	// walsender fills the socket with the rest.
 	out := make(chan []Message)
