@@ -97,8 +97,14 @@ func checkPositive(t *testing.T, r *Results) {
 		positive("outboxd drain", c.OutboxdRate)
 		positive("null-sink drain", c.NullRate)
 		positive("peak RSS", float64(c.PeakRSS))
-		if c.CPU.Machine < c.CPU.Relay {
-			t.Errorf("drain: whole machine %.2f cores, less than outboxd's %.2f", c.CPU.Machine, c.CPU.Relay)
+		// Both are counted in clock ticks: over a drain of a few tens of
+		// milliseconds each may be a tick off.
+		shortest := c.Outboxd[0].Seconds
+		for _, d := range c.Outboxd {
+			shortest = min(shortest, d.Seconds)
+		}
+		if slack := 2.0 / clockTicks / shortest; c.CPU.Machine+slack < c.CPU.Relay {
+			t.Errorf("drain: whole machine %.2f cores, less than outboxd's %.2f (by more than two clock ticks)", c.CPU.Machine, c.CPU.Relay)
 		}
 	}
 	positive("broker async", r.Brokers[0].AsyncRate)
