@@ -133,6 +133,17 @@ func outboxCols() []col {
 	}
 }
 
+// colsWithType is outboxCols with the named column's type changed.
+func colsWithType(name string, oid uint32) []col {
+	cols := outboxCols()
+	for i := range cols {
+		if cols[i].name == name {
+			cols[i].oid = oid
+		}
+	}
+	return cols
+}
+
 func outboxRelation() []byte { return relationMsg(outboxRelID, "public", "outbox", outboxCols()...) }
 
 func otherRelation() []byte {

@@ -157,6 +157,7 @@ type Decoder struct {
 	rels    map[uint32]*relation
 	inTx    bool
 	tx      TxInfo
+	events  int    // the current transaction's events so far (RowError.Ordinal)
 	scratch []byte // reused to gather an event's strings into one allocation
 
 	// pending is the streamed transaction whose Stream Commit was decoded
@@ -312,9 +313,13 @@ func (d *Decoder) decodeBegin(body []byte) (Change, error) {
 	if d.inTx {
 		return Change{}, malformed("begin of xid %d inside transaction xid %d", xid, d.tx.Xid)
 	}
-	d.inTx = true
-	d.tx = TxInfo{Xid: xid, CommitLSN: pglogrepl.LSN(finalLSN), CommitTime: pgTime(int64(ts))}
+	d.begin(TxInfo{Xid: xid, CommitLSN: pglogrepl.LSN(finalLSN), CommitTime: pgTime(int64(ts))})
 	return Change{Kind: Begin, Tx: d.tx}, nil
+}
+
+// begin enters transaction tx.
+func (d *Decoder) begin(tx TxInfo) {
+	d.inTx, d.tx, d.events = true, tx, 0
 }
 
 func (d *Decoder) decodeCommit(body []byte) (Change, error) {

@@ -228,15 +228,7 @@ func TestDecodeInsert(t *testing.T) {
 		f(&w)
 		return w
 	}
-	withType := func(name string, oid uint32) []col {
-		cols := outboxCols()
-		for i := range cols {
-			if cols[i].name == name {
-				cols[i].oid = oid
-			}
-		}
-		return cols
-	}
+	withType := colsWithType
 
 	tests := []struct {
 		name    string
@@ -745,4 +737,86 @@ func parse[M pglogrepl.Message](tb testing.TB, data []byte) M {
 		tb.Fatalf("pglogrepl.Parse = %T", m)
 	}
 	return typed
+}
+
+// TestRowErrorKeepsRow: a row that cannot become an event comes back in
+// its RowError as far as it could be read, so its dead letter keeps the
+// body and the subject's fields; Ordinal tells rows of one transaction
+// apart, and starts again with the next transaction.
+func TestRowErrorKeepsRow(t *testing.T) {
+	tests := []struct {
+		name        string
+		cols        []col
+		row         []val
+		wantID      string
+		wantType    string
+		wantPayload string
+		wantHeaders []Header
+	}{
+		{name: "header value a number", row: rowWith(5, text(`{"retries": 3}`)), wantID: testID, wantType: "order", wantPayload: `{"total": 1999, "currency": "EUR"}`},
+		{name: "null id", row: rowWith(0, null), wantType: "order", wantPayload: `{"total": 1999, "currency": "EUR"}`,
+			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+		{name: "null payload", row: rowWith(4, null), wantID: testID, wantType: "order",
+			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+		{name: "binary aggregate type", row: rowWith(1, binval("x")), wantID: testID, wantPayload: `{"total": 1999, "currency": "EUR"}`,
+			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+		{name: "bad bytea kept as sent", cols: colsWithType("payload", oidBytea), row: rowWith(4, text(`\xzz`)), wantID: testID, wantType: "order", wantPayload: `\xzz`,
+			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+		{name: "bytea decoded", cols: colsWithType("payload", oidBytea), row: []val{text(testID), text("order"), text("42"), text("t"), text(`\x6869`), text(`[]`), null},
+			wantID: testID, wantType: "order", wantPayload: "hi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cols := tt.cols
+			if cols == nil {
+				cols = outboxCols()
+			}
+			d := newDecoder(t, Config{}, relationMsg(outboxRelID, "public", "outbox", cols...), testBegin())
+			_, err := d.Decode(rowLSN, insertMsg(outboxRelID, tt.row...))
+			var re *RowError
+			if !errors.As(err, &re) {
+				t.Fatalf("error = %v, want a *RowError", err)
+			}
+			got := re.Row
+			if got == nil {
+				t.Fatalf("RowError %v has no Row", re)
+			}
+			if got.ID != tt.wantID || got.AggregateType != tt.wantType || string(got.Payload) != tt.wantPayload || !reflect.DeepEqual(got.Headers, tt.wantHeaders) {
+				t.Errorf("Row = id %q type %q payload %q headers %v, want %q %q %q %v",
+					got.ID, got.AggregateType, got.Payload, got.Headers, tt.wantID, tt.wantType, tt.wantPayload, tt.wantHeaders)
+			}
+			if got.Tx.Xid != testXid || got.LSN != rowLSN || re.Ordinal != 1 {
+				t.Errorf("Row xid %d lsn %s ordinal %d, want %d %s 1", got.Tx.Xid, got.LSN, re.Ordinal, testXid, rowLSN)
+			}
+			if v, ok := got.Column("aggregate_id"); !ok || v != "42" {
+				t.Errorf(`Row.Column("aggregate_id") = %q, %v; want "42", true (subject templates read it)`, v, ok)
+			}
+		})
+	}
+
+	t.Run("ordinal", func(t *testing.T) {
+		d := newDecoder(t, Config{}, outboxRelation(), testBegin())
+		ordinals := func() []int {
+			var got []int
+			for _, row := range [][]val{outboxRow(), rowWith(0, null), rowWith(0, null)} {
+				_, err := d.Decode(rowLSN, insertMsg(outboxRelID, row...))
+				var re *RowError
+				if errors.As(err, &re) {
+					got = append(got, re.Ordinal)
+				}
+			}
+			return got
+		}
+		if got := ordinals(); !reflect.DeepEqual(got, []int{2, 3}) {
+			t.Errorf("ordinals of the two bad rows after a good one = %v, want [2 3]", got)
+		}
+		for _, msg := range [][]byte{testCommit(), testBegin()} {
+			if _, err := d.Decode(beginLSN, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := ordinals(); !reflect.DeepEqual(got, []int{2, 3}) {
+			t.Errorf("in the next transaction: ordinals %v, want [2 3] again", got)
+		}
+	})
 }

@@ -63,6 +63,17 @@ type RowError struct {
 	// its content: it exists nowhere else once the position passes it, so
 	// a dead-letter message carries it.
 	Content []byte
+	// Row is, for a table row, the row as far as it could be read: the
+	// fields that decoded, and the payload as sent (the column's text when
+	// it does not decode). A dead letter carries its body and subject, so
+	// nothing of the row is lost once the position passes it. Nil for a
+	// message (see Content).
+	Row *Event
+	// Ordinal is the row's (or message's) place among its transaction's
+	// events, 1 for the first. Rows of one multi-row INSERT or COPY share
+	// an LSN: Xid, LSN and Ordinal together tell them apart, the same on
+	// every replay of the transaction.
+	Ordinal int
 }
 
 // Error names the row (or message) id, or "unknown", the xid, the LSN and

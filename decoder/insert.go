@@ -94,8 +94,10 @@ func (d *Decoder) parseInsert(body []byte, needTx bool, ins *insertTuple) error 
 
 // newEvent maps a validated outbox tuple to an Event.
 func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue, binaryCol int) (*Event, error) {
+	d.events++
 	rowErr := func(f field, id, reason string) *RowError {
-		return &RowError{EventID: id, Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[rel.fieldCol[f]].name, Reason: reason}
+		return &RowError{EventID: id, Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[rel.fieldCol[f]].name, Reason: reason,
+			Row: d.partialEvent(walStart, rel, tuple, vals), Ordinal: d.events}
 	}
 
 	// The id comes first so that every later error can name the row.
@@ -107,7 +109,8 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	}
 	id := vals[fID].val
 	if binaryCol >= 0 {
-		return nil, &RowError{EventID: string(id), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason}
+		return nil, &RowError{EventID: string(id), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason,
+			Row: d.partialEvent(walStart, rel, tuple, vals), Ordinal: d.events}
 	}
 	if reason := requireText(vals[fPayload]); reason != "" {
 		return nil, rowErr(fPayload, string(id), reason)
@@ -185,6 +188,33 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	ev.Headers = headers
 	ev.row = row{rel: rel, tuple: tuple}
 	return &ev, nil
+}
+
+// partialEvent is a row that cannot become an Event, as far as it can be
+// read, for its dead letter: each text field that came as text, the
+// headers when they parse, and the payload decoded when it decodes, else
+// exactly as sent. Only rows in error take this slower path.
+func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue) *Event {
+	text := func(f field) string {
+		if rel.fieldCol[f] < 0 || vals[f].kind != 't' {
+			return ""
+		}
+		return string(vals[f].val)
+	}
+	ev := &Event{Tx: d.tx, LSN: walStart, ID: text(fID), AggregateType: text(fAggregateType),
+		AggregateID: text(fAggregateID), EventType: text(fEventType), row: row{rel: rel, tuple: tuple}}
+	if v := vals[fPayload]; v.kind == 't' || v.kind == 'b' {
+		ev.Payload = v.val
+		if v.kind == 't' && rel.cols[rel.fieldCol[fPayload]].typ == oidBytea {
+			if p, err := decodeBytea(v.val); err == nil {
+				ev.Payload = p
+			}
+		}
+	}
+	if rel.fieldCol[fHeaders] >= 0 && vals[fHeaders].kind == 't' {
+		ev.Headers, _ = parseHeaders(vals[fHeaders].val) // a dead letter without them still has its reason
+	}
+	return ev
 }
 
 const binaryReason = "was sent in binary format: outboxd reads text format only; start replication without the binary option"

@@ -90,10 +90,13 @@ func (d *Decoder) carriesEvent(m *LogicalMessage) bool {
 // *RowError when it cannot be published.
 func (d *Decoder) messageEvent(m *LogicalMessage) (Change, error) {
 	env, err := ParseEnvelope(m.Content)
+	if m.Transactional {
+		d.events++
+	}
 	rowErr := func(column, reason string) *RowError {
 		e := &RowError{EventID: env.ID, LSN: m.LSN, Column: column, Reason: reason, Message: true, Content: bytes.Clone(m.Content)}
 		if m.Transactional {
-			e.Xid = d.tx.Xid
+			e.Xid, e.Ordinal = d.tx.Xid, d.events
 		}
 		return e
 	}

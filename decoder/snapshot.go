@@ -64,7 +64,7 @@ func (d *Decoder) Snapshot(cols []SnapshotColumn, tx TxInfo) (*SnapshotReader, e
 	if rel.err != nil {
 		return nil, rel.err
 	}
-	d.inTx, d.tx = true, tx
+	d.begin(tx)
 	return &SnapshotReader{d: d, relID: snapshotRelID, ncols: len(cols)}, nil
 }
 

@@ -59,8 +59,13 @@ func TestSnapshotMatchesStream(t *testing.T) {
 					t.Fatalf("snapshot error %v, stream error %v: want the same *RowError", err, streamErr)
 				}
 				want.LSN = 0 // a snapshot row has no WAL position
+				gotRow, wantRow := got.Row, want.Row
+				got.Row, want.Row = nil, nil // each aliases its own message
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("snapshot error %+v, want %+v", got, want)
+				}
+				if gotRow == nil || wantRow == nil || !reflect.DeepEqual(eventFields(gotRow), eventFields(wantRow)) {
+					t.Fatalf("snapshot error's row %+v, want %+v", gotRow, wantRow)
 				}
 				return
 			}

@@ -205,7 +205,7 @@ func (d *Decoder) Replay(xid uint32) iter.Seq2[Change, error] {
 			return
 		}
 		d.replaying = true
-		d.inTx, d.tx = true, p.tx
+		d.begin(p.tx)
 		defer func() {
 			d.replaying = false
 			d.inTx, d.tx = false, TxInfo{}

@@ -474,13 +474,17 @@ const (
 )
 
 // deadLetter builds the dead-letter message for a row. ev is nil when the
-// decoder could not make an event of the row. The payload (for a message
-// that is no valid envelope, its whole content) is kept as the body when
-// it fits under max_payload.
+// decoder could not make an event of the row; dead.Row then holds what it
+// could read. The body is the payload as written (for a message that is
+// no valid envelope, its whole content), dropped only when it does not fit
+// under max_payload, and HeaderBodyDropped then says why.
 func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.Msg {
 	id := dead.EventID
 	if id == "" {
-		id = fmt.Sprintf("outboxd-dead-letter-%d-%s", dead.Xid, dead.LSN)
+		// Rows of one multi-row insert share xid and LSN: the ordinal
+		// keeps their dead letters apart (one id would drop all but one
+		// as duplicates), and is the same on every replay.
+		id = fmt.Sprintf("outboxd-dead-letter-%d-%s-%d", dead.Xid, dead.LSN, dead.Ordinal)
 	}
 	h := nats.Header{
 		jetstream.MsgIDHeader:  {id},
@@ -490,10 +494,13 @@ func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.
 		HeaderXid:              {strconv.FormatUint(uint64(dead.Xid), 10)},
 		HeaderLSN:              {dead.LSN.String()},
 	}
+	if ev == nil {
+		ev = dead.Row
+	}
 	var body []byte
 	if ev != nil {
-		if subject, err := p.cfg.Subject.Render(ev); err == nil {
-			h[HeaderOriginalSubject] = []string{subject}
+		if subject, ok := p.cfg.Subject.renderAsWritten(ev); ok {
+			h[HeaderOriginalSubject] = []string{headerValue(subject)}
 		}
 		setField(h, HeaderAggregateType, headerValue(ev.AggregateType))
 		setField(h, HeaderAggregateID, headerValue(ev.AggregateID))
@@ -505,9 +512,10 @@ func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.
 		// nowhere else.
 		body = dead.Content
 	}
-	if p.maxPayload > 0 && int64(len(body))+headerSize(h)+64 > p.maxPayload {
+	if size := int64(len(body)) + headerSize(h) + 64; p.maxPayload > 0 && size > p.maxPayload {
+		h[HeaderBodyDropped] = []string{fmt.Sprintf("the body of %d bytes with these headers does not fit under the server's max_payload of %d bytes; the row keeps it",
+			len(body), p.maxPayload)}
 		body = nil
-		h[HeaderBodyDropped] = []string{"true"}
 	}
 	return &nats.Msg{Subject: p.cfg.DeadLetter, Header: h, Data: body}
 }

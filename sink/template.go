@@ -111,6 +111,26 @@ func (t *Template) Render(ev EventColumns) (string, error) {
 	return b.String(), nil
 }
 
+// renderAsWritten renders the subject the row asks for without checking
+// its placeholders' values, for a dead letter's Outbox-Original-Subject:
+// even a subject NATS would refuse tells the reader where the row was
+// meant to go. ok is false when a placeholder's column is NULL or missing.
+func (t *Template) renderAsWritten(ev EventColumns) (subject string, ok bool) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.column == "" {
+			b.WriteString(p.literal)
+			continue
+		}
+		v, ok := ev.Column(p.column)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(v)
+	}
+	return b.String(), true
+}
+
 // Filter is the subject filter that matches every subject the template can
 // render: tokens holding a placeholder become "*".
 func (t *Template) Filter() string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/internal/natstest"
 	"github.com/outboxd/outboxd/internal/pgtest"
@@ -222,68 +223,97 @@ func TestPasswordNeverPrinted(t *testing.T) {
 	}
 }
 
-// TestDeadLetter: with --dead-letter, rows that can never be published go
-// to that subject with headers naming the reason, the original subject, the
-// row id, xid and LSN, and the stream moves on.
+// deadLetterTable has no constraints, so a writer can commit every row
+// fault outboxd knows; its id is text, so it can be NULL or empty.
+const deadLetterTable = `CREATE TABLE dl_outbox (id text, aggregate_type text, aggregate_id text, event_type text,
+		payload text, headers jsonb, created_at timestamptz);
+	CREATE PUBLICATION dl FOR TABLE dl_outbox WITH (publish = 'insert')`
+
+// TestDeadLetter: with --dead-letter, every kind of row that can never be
+// published goes to that subject with headers naming the reason, the row
+// id, xid and LSN, and keeps its body and the subject it asked for; only a
+// body over max_payload is dropped, with a header saying why. Two rows
+// without an id in one INSERT get two dead letters (they share xid and
+// LSN). The good rows around them are published in order.
 func TestDeadLetter(t *testing.T) {
-	e := newEnv(t, pgtest.Shared(t), true, natstest.WithMaxPayload(8192))
-	p := e.start(e.args("--dead-letter", "outbox.dead-letter")...)
+	e := newEnv(t, pgtest.Shared(t), false, natstest.WithMaxPayload(8192))
+	e.pg.Exec(t, e.dsn, deadLetterTable)
+	p := e.start(e.args("--dead-letter", "outbox.dead-letter", "--table", "dl_outbox", "--publication", "dl")...)
 	e.waitStreaming(p)
 	conn := e.connect()
 	ctx := context.Background()
 	type row struct {
-		id          uuid.UUID
-		sql         string
-		dead        string // "" for a good row, else a fragment of the reason
-		original    string // the original subject, when it could be rendered
-		bodyDropped bool
+		values   string // the VALUES list of the INSERT
+		dead     string // "" for a good row, else a fragment of the reason
+		id       string // the id the row holds
+		original string // the subject the row asked for; "" when it cannot be rendered
+		body     string // the dead letter's body
+		dropped  bool   // the body is over max_payload
 	}
-	const insert = `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, `
+	big := strings.Repeat("x", 9000)
 	rows := []row{
-		{sql: insert + `'order', '1', 'Created', '{"ok": 1}', NULL)`},
-		{sql: insert + `'order', '1', 'Created', jsonb_build_object('blob', repeat('x', 9000)), NULL)`, dead: "max_payload", original: "outbox.order.Created", bodyDropped: true},
-		{sql: insert + `'order.v2', '1', 'Created', '{}', NULL)`, dead: "not a valid subject token"},
-		{sql: insert + `'order', '1', 'Created', '{}', '{"retries": 3}')`, dead: "want a string"},
-		{sql: insert + `'order', '1', 'Created', '{}', '{"trace id": "x"}')`, dead: "not a valid NATS header name", original: "outbox.order.Created"},
-		{sql: insert + `'order', '2', 'Paid', '{"ok": 2}', NULL)`},
+		{values: `('good-1', 'order', '1', 'Created', '{"ok": 1}', NULL, now())`},
+		{values: `('hdr-number', 'order', '1', 'Created', '{"n": 1}', '{"retries": 3}', now())`, dead: "want a string", original: "outbox.order.Created", body: `{"n": 1}`},
+		{values: `('hdr-name', 'order', '1', 'Created', '{"n": 2}', '{"trace id": "x"}', now())`, dead: "not a valid NATS header name", original: "outbox.order.Created", body: `{"n": 2}`},
+		{values: `('hdr-control', 'order', '1', 'Created', '{"n": 3}', '{"trace": "a\nb"}', now())`, dead: "control character", original: "outbox.order.Created", body: `{"n": 3}`},
+		{values: `('hdr-array', 'order', '1', 'Created', '{"n": 4}', '[1, 2]', now())`, dead: "headers", original: "outbox.order.Created", body: `{"n": 4}`},
+		{values: `('subject-dot', 'order.v2', '1', 'Created', '{"n": 5}', NULL, now())`, dead: "not a valid subject token", original: "outbox.order.v2.Created", body: `{"n": 5}`},
+		{values: `('subject-space', 'order', '1', 'Order Created', '{"n": 6}', NULL, now())`, dead: "not a valid subject token", original: "outbox.order.Order Created", body: `{"n": 6}`},
+		{values: `('subject-null', NULL, '1', 'Created', '{"n": 7}', NULL, now())`, dead: "NULL or missing", body: `{"n": 7}`},
+		{values: `('payload-null', 'order', '1', 'Created', NULL, NULL, now())`, dead: "is NULL", original: "outbox.order.Created"},
+		{values: `('created-infinity', 'order', '1', 'Created', '{"n": 8}', NULL, 'infinity')`, dead: "finite timestamp", original: "outbox.order.Created", body: `{"n": 8}`},
+		{values: `('too-big', 'order', '1', 'Created', '` + big + `', NULL, now())`, dead: "max_payload", original: "outbox.order.Created", dropped: true},
+		{values: `('', 'order', '1', 'Created', '{"n": 9}', NULL, now())`, dead: "is empty", original: "outbox.order.Created", body: `{"n": 9}`},
+		{values: `('good-2', 'order', '2', 'Paid', '{"ok": 2}', NULL, now())`},
 	}
 	for i := range rows {
-		rows[i].id = uuid.New()
-		if _, err := conn.Exec(ctx, rows[i].sql, rows[i].id); err != nil {
+		rows[i].id = strings.Split(strings.TrimPrefix(rows[i].values, "('"), "'")[0]
+		if _, err := conn.Exec(ctx, "INSERT INTO dl_outbox VALUES "+rows[i].values); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Two rows without an id in one COPY (one multi-insert WAL record)
+	// share xid and LSN.
+	twins := [][]any{{nil, "order", "3", "Created", `{"twin": 1}`}, {nil, "order", "3", "Created", `{"twin": 2}`}}
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"dl_outbox"}, []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload"},
+		pgx.CopyFromRows(twins)); err != nil {
+		t.Fatal(err)
+	}
+	rows = append(rows,
+		row{dead: "is NULL", original: "outbox.order.Created", body: `{"twin": 1}`},
+		row{dead: "is NULL", original: "outbox.order.Created", body: `{"twin": 2}`})
+
 	msgs := e.readStream(e.js(), len(rows), time.Minute)
 	if len(msgs) != len(rows) {
 		t.Fatalf("stream holds %d messages, want %d", len(msgs), len(rows))
 	}
 	for i, m := range msgs {
 		want := rows[i]
-		if got := m.Header.Get("Nats-Msg-Id"); got != want.id.String() {
-			t.Fatalf("message %d has id %s, want %s (order?)", i, got, want.id)
-		}
 		if want.dead == "" {
-			if m.Subject == "outbox.dead-letter" {
-				t.Errorf("message %d: a good row was dead-lettered: %s", i, m.Header.Get("Outbox-Dead-Letter-Reason"))
+			if m.Subject == "outbox.dead-letter" || m.Header.Get("Nats-Msg-Id") != want.id {
+				t.Errorf("message %d: %s %q, want the good row %s", i, m.Subject, m.Header.Get("Nats-Msg-Id"), want.id)
 			}
 			continue
 		}
 		reason := m.Header.Get("Outbox-Dead-Letter-Reason")
+		dropped := m.Header.Get("Outbox-Dead-Letter-Body-Dropped")
 		switch {
 		case m.Subject != "outbox.dead-letter":
 			t.Errorf("message %d: subject %q, want the dead-letter subject", i, m.Subject)
-		case !strings.Contains(reason, want.dead) || !strings.Contains(reason, want.id.String()):
-			t.Errorf("message %d: reason %q, want it to name %q and the row id", i, reason, want.dead)
-		case m.Header.Get("Outbox-Id") != want.id.String() || m.Header.Get("Outbox-Xid") == "" || m.Header.Get("Outbox-Lsn") == "":
-			t.Errorf("message %d: headers %v lack the row id, xid or LSN", i, m.Header)
+		case !strings.Contains(reason, want.dead) || !strings.Contains(reason, fmt.Sprintf("%q", want.id)) && want.id != "":
+			t.Errorf("message %d: reason %q, want it to name %q and the row id %q", i, reason, want.dead, want.id)
+		case m.Header.Get("Outbox-Id") != want.id || m.Header.Get("Outbox-Xid") == "" || m.Header.Get("Outbox-Lsn") == "":
+			t.Errorf("message %d: headers %v lack the row id %q, xid or LSN", i, m.Header, want.id)
 		case m.Header.Get("Outbox-Original-Subject") != want.original:
-			t.Errorf("message %d: original subject %q, want %q", i, m.Header.Get("Outbox-Original-Subject"), want.original)
-		case (m.Header.Get("Outbox-Dead-Letter-Body-Dropped") == "true") != want.bodyDropped:
-			t.Errorf("message %d: body dropped = %q, want %v", i, m.Header.Get("Outbox-Dead-Letter-Body-Dropped"), want.bodyDropped)
+			t.Errorf("message %d (%s): original subject %q, want %q", i, want.id, m.Header.Get("Outbox-Original-Subject"), want.original)
+		case want.dropped && (len(m.Data) != 0 || !strings.Contains(dropped, "max_payload of 8192 bytes")):
+			t.Errorf("message %d: body of %d bytes, dropped header %q: want no body and a header saying why", i, len(m.Data), dropped)
+		case !want.dropped && (string(m.Data) != want.body || dropped != ""):
+			t.Errorf("message %d (%s): body %q, dropped header %q: want the row's payload %q kept", i, want.id, m.Data, dropped, want.body)
 		}
 	}
-	if strings.Count(p.output.String(), "row dead-lettered") != 4 {
-		t.Errorf("want one log line per dead-lettered row:\n%s", tail(p.output.String(), 20))
+	if got, want := strings.Count(p.output.String(), "row dead-lettered"), len(rows)-2; got != want {
+		t.Errorf("%d log lines for dead-lettered rows, want one each (%d):\n%s", got, want, tail(p.output.String(), 20))
 	}
 	p.stopCleanly()
 }
