@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,12 +21,55 @@ var ErrNotFound = errors.New("no checkpoint saved yet")
 // returns.
 var ErrMismatch = errors.New("checkpoint belongs to another database, timeline or slot")
 
+// ErrCorrupt is matched (with errors.Is) by the error [Store.Load] returns
+// when the stored value is not a valid checkpoint. Retrying cannot fix it.
+var ErrCorrupt = errors.New("stored checkpoint is not valid")
+
+// CorruptError reports a stored checkpoint that cannot be read, with what
+// is wrong and the ways out. It matches ErrCorrupt.
+type CorruptError struct {
+	// What names the stored value: "file /var/lib/outboxd/checkpoint.json",
+	// "kv:outboxd/slot revision 7".
+	What string
+	// Problem says what is wrong with it.
+	Problem string
+	// Delete is the command that deletes it.
+	Delete string
+}
+
+// Error names the value, the problem and both fixes.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("checkpoint %s is not a valid checkpoint: %s; retrying cannot fix it: restore it from a backup, "+
+		"or delete it (%s) so that outboxd resumes from the replication slot's confirmed position, which is never ahead of "+
+		"the last checkpoint it saved: nothing is skipped, and the transactions since are published again "+
+		"(JetStream drops those within the stream's duplicate window)", e.What, e.Problem, e.Delete)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// decodeStored decodes a stored checkpoint, or returns a *CorruptError
+// naming what and how to delete it.
+func decodeStored(data []byte, what, deleteCmd string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := json.Unmarshal(data, &cp)
+	if err == nil {
+		return cp, nil
+	}
+	problem := err.Error()
+	if len(bytes.TrimSpace(data)) == 0 {
+		problem = "it is empty"
+	}
+	return Checkpoint{}, &CorruptError{What: what, Problem: problem, Delete: deleteCmd}
+}
+
 // Store persists one checkpoint. Implementations are [FileStore] and
 // [KVStore].
 type Store interface {
 	// Load returns the saved checkpoint. It returns an error matching
-	// ErrNotFound when nothing was saved yet, and a descriptive error when
-	// the stored value cannot be read or decoded.
+	// ErrNotFound when nothing was saved yet, a *CorruptError (matching
+	// ErrCorrupt) when the stored value does not decode, and a descriptive
+	// error when it cannot be read.
 	Load(ctx context.Context) (Checkpoint, error)
 	// Save stores cp durably, replacing the previous checkpoint. When it
 	// returns nil the checkpoint survives a crash of outboxd and of the

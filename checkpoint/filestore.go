@@ -27,8 +27,8 @@ func NewFileStore(path string) *FileStore {
 func (s *FileStore) String() string { return KindFile + ":" + s.path }
 
 // Load reads the checkpoint. A missing file is ErrNotFound; a file that is
-// not a valid checkpoint is an error naming the file, never a zero
-// checkpoint.
+// not a valid checkpoint (empty, say) is a *CorruptError naming the file,
+// never a zero checkpoint.
 func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return Checkpoint{}, fmt.Errorf("load checkpoint %s: %w", s.path, err)
@@ -40,11 +40,7 @@ func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("load checkpoint: %w", err)
 	}
-	var cp Checkpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
-		return Checkpoint{}, fmt.Errorf("load checkpoint: file %s is not a valid checkpoint: %w", s.path, err)
-	}
-	return cp, nil
+	return decodeStored(data, "file "+s.path, "rm "+s.path)
 }
 
 // Save replaces the file atomically: it writes a temporary file in the same

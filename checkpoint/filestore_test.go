@@ -74,7 +74,9 @@ func TestFileStoreCorrupt(t *testing.T) {
 		content string
 		wantErr string
 	}{
-		{name: "empty", content: "", wantErr: "unexpected end of JSON input"},
+		{name: "empty", content: "", wantErr: "it is empty"},
+		{name: "blank", content: " \n", wantErr: "it is empty"},
+		{name: "garbage", content: "\x00\x01garbage", wantErr: "invalid character"},
 		{name: "truncated", content: `{"lsn":"0/1`, wantErr: "unexpected end of JSON input"},
 		{name: "bad lsn", content: `{"lsn":"zz"}`, wantErr: `invalid lsn "zz"`},
 		{name: "no lsn", content: `{}`, wantErr: "checkpoint has no lsn"},
@@ -89,10 +91,10 @@ func TestFileStoreCorrupt(t *testing.T) {
 			if err == nil {
 				t.Fatal("Load of a corrupt file succeeded")
 			}
-			if errors.Is(err, ErrNotFound) {
-				t.Errorf("corrupt file reported as ErrNotFound: %v", err)
+			if errors.Is(err, ErrNotFound) || !errors.Is(err, ErrCorrupt) {
+				t.Errorf("corrupt file: err %v, want one matching ErrCorrupt (and not ErrNotFound)", err)
 			}
-			for _, want := range []string{path, tt.wantErr} {
+			for _, want := range []string{path, tt.wantErr, "rm " + path, "restore it from a backup"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("err %q does not contain %q", err, want)
 				}

@@ -77,8 +77,8 @@ func validKV(bucket, key string) error {
 func (s *KVStore) String() string { return KindKV + ":" + s.bucket + "/" + s.key }
 
 // Load reads the checkpoint. A missing (or deleted) key is ErrNotFound; a
-// value that is not a valid checkpoint is an error naming the bucket, key and
-// revision.
+// value that is not a valid checkpoint is a *CorruptError naming the bucket,
+// key and revision.
 func (s *KVStore) Load(ctx context.Context) (Checkpoint, error) {
 	entry, err := s.kv.Get(ctx, s.key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -87,11 +87,7 @@ func (s *KVStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("load checkpoint %s: %w", s, err)
 	}
-	var cp Checkpoint
-	if err := json.Unmarshal(entry.Value(), &cp); err != nil {
-		return Checkpoint{}, fmt.Errorf("load checkpoint: %s revision %d is not a valid checkpoint: %w", s, entry.Revision(), err)
-	}
-	return cp, nil
+	return decodeStored(entry.Value(), fmt.Sprintf("%s revision %d", s, entry.Revision()), "nats kv del "+s.bucket+" "+s.key)
 }
 
 // Save puts cp under the key. It returns once the JetStream server

@@ -133,9 +133,9 @@ func TestKVStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = again.Load(ctx)
-	if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "kv:outboxd/slot_a") ||
-		!strings.Contains(err.Error(), `invalid lsn "nope"`) {
-		t.Errorf("Load of corrupt value: err = %v, want an error naming the key and the bad lsn", err)
+	if err == nil || errors.Is(err, ErrNotFound) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "kv:outboxd/slot_a") ||
+		!strings.Contains(err.Error(), `invalid lsn "nope"`) || !strings.Contains(err.Error(), "nats kv del outboxd slot_a") {
+		t.Errorf("Load of corrupt value: err = %v, want an ErrCorrupt naming the key, the bad lsn and how to delete it", err)
 	}
 }
 

@@ -109,7 +109,7 @@ func permanent(err error) bool {
 	)
 	return errors.As(err, &fatal) || errors.As(err, &schemaErr) || errors.As(err, &rowErr) ||
 		errors.As(err, &streamErr) ||
-		errors.Is(err, decoder.ErrMalformed) || replication.Permanent(err)
+		errors.Is(err, decoder.ErrMalformed) || errors.Is(err, checkpoint.ErrCorrupt) || replication.Permanent(err)
 }
 
 // runRelay serves the metrics address, connects to NATS once and runs

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/internal/checker"
 	"github.com/outboxd/outboxd/internal/pgtest"
@@ -139,4 +140,46 @@ func TestPostgresConnectionLoss(t *testing.T) {
 		t.Errorf("logged %d retries for 3 connection losses, want 1 to 3 (once per state change)", retries)
 	}
 	p.stopCleanly()
+}
+
+// TestCorruptCheckpointStops: a checkpoint that does not decode (an empty
+// file, garbage, a KV value that is no checkpoint) stops outboxd at once,
+// exit 1, with where it is, what is wrong and both fixes; it is not
+// retried for ever.
+func TestCorruptCheckpointStops(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{name: "empty file", content: "", want: "it is empty"},
+		{name: "garbage file", content: "\x00garbage\n", want: "invalid character"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, pgtest.Shared(t), true)
+			path := filepath.Join(e.dir, "checkpoint.json")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			e.expectExit(e.args("--checkpoint", "file:"+path), "checkpoint file "+path+" is not a valid checkpoint", tt.want,
+				"retrying cannot fix it", "restore it from a backup", "rm "+path, "resumes from the replication slot")
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("outboxd took %s to give up on a corrupt checkpoint", took)
+			}
+		})
+	}
+	t.Run("kv value", func(t *testing.T) {
+		e := newEnv(t, pgtest.Shared(t), true)
+		ctx := context.Background()
+		kv, err := e.js().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "outboxd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, e.slot, []byte(`{"lsn": "not an lsn"}`)); err != nil {
+			t.Fatal(err)
+		}
+		e.expectExit(e.args(), "checkpoint kv:outboxd/"+e.slot+" revision 1 is not a valid checkpoint", `invalid lsn "not an lsn"`,
+			"nats kv del outboxd "+e.slot)
+	})
 }
