@@ -80,6 +80,9 @@ type Store interface {
 	// String names the store for logs, for example "kv:outboxd/slot" or
 	// "file:/var/lib/outboxd/checkpoint.json".
 	String() string
+	// DeleteCommand is the shell command that deletes the checkpoint, for
+	// the errors whose fix is to resume from the slot instead.
+	DeleteCommand() string
 }
 
 // Checkpoint is a position in the WAL that outboxd has fully delivered, with

@@ -35,6 +35,8 @@ func (s *fakeStore) Load(context.Context) (Checkpoint, error) {
 	return s.cp, nil
 }
 
+func (s *fakeStore) DeleteCommand() string { return "forget fake" }
+
 func (s *fakeStore) Save(ctx context.Context, cp Checkpoint) error {
 	s.mu.Lock()
 	s.calls++

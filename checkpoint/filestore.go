@@ -26,6 +26,9 @@ func NewFileStore(path string) *FileStore {
 // String returns "file:" and the path.
 func (s *FileStore) String() string { return KindFile + ":" + s.path }
 
+// DeleteCommand returns "rm PATH".
+func (s *FileStore) DeleteCommand() string { return "rm " + s.path }
+
 // Load reads the checkpoint. A missing file is ErrNotFound; a file that is
 // not a valid checkpoint (empty, say) is a *CorruptError naming the file,
 // never a zero checkpoint.
@@ -40,7 +43,7 @@ func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("load checkpoint: %w", err)
 	}
-	return decodeStored(data, "file "+s.path, "rm "+s.path)
+	return decodeStored(data, "file "+s.path, s.DeleteCommand())
 }
 
 // Save replaces the file atomically: it writes a temporary file in the same

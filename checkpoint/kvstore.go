@@ -76,6 +76,9 @@ func validKV(bucket, key string) error {
 // String returns "kv:BUCKET/KEY".
 func (s *KVStore) String() string { return KindKV + ":" + s.bucket + "/" + s.key }
 
+// DeleteCommand returns "nats kv del BUCKET KEY".
+func (s *KVStore) DeleteCommand() string { return "nats kv del " + s.bucket + " " + s.key }
+
 // Load reads the checkpoint. A missing (or deleted) key is ErrNotFound; a
 // value that is not a valid checkpoint is a *CorruptError naming the bucket,
 // key and revision.
@@ -87,7 +90,7 @@ func (s *KVStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("load checkpoint %s: %w", s, err)
 	}
-	return decodeStored(entry.Value(), fmt.Sprintf("%s revision %d", s, entry.Revision()), "nats kv del "+s.bucket+" "+s.key)
+	return decodeStored(entry.Value(), fmt.Sprintf("%s revision %d", s, entry.Revision()), s.DeleteCommand())
 }
 
 // Save puts cp under the key. It returns once the JetStream server

@@ -35,6 +35,10 @@ type Stream struct {
 	socket   *lingerConn // under conn: batches reads once streaming
 	system   pglogrepl.IdentifySystemResult
 	received pglogrepl.LSN // end of the newest WAL data received
+	// serverWAL is the furthest the server said its WAL reaches (at
+	// IDENTIFY_SYSTEM, then in every message): no status update confirms
+	// more, whatever durable says.
+	serverWAL pglogrepl.LSN
 	// durable returns the LSN that may be confirmed as flushed: everything
 	// before it is acknowledged by JetStream and saved in the checkpoint.
 	// Nil until Start.
@@ -79,7 +83,7 @@ func Connect(ctx context.Context, cfg Config) (*Stream, error) {
 	if cfg.Streaming && serverMajor(conn) < 14 {
 		cfg.Streaming = false // protocol 2 streaming needs PostgreSQL 14
 	}
-	return &Stream{cfg: cfg, conn: conn, socket: socket, system: system}, nil
+	return &Stream{cfg: cfg, conn: conn, socket: socket, system: system, serverWAL: system.XLogPos}, nil
 }
 
 // decoderSettings parses connString and sets what the decoder needs to
@@ -123,6 +127,12 @@ func (s *Stream) SystemID() string { return s.system.SystemID }
 
 // Timeline is the server's current timeline.
 func (s *Stream) Timeline() int32 { return s.system.Timeline }
+
+// ServerWALEnd is where the server's WAL ended when the connection was
+// made (IDENTIFY_SYSTEM's xlogpos, flushed WAL). A checkpoint or slot past
+// it belongs to a history the database no longer has: it was restored
+// from an older copy of itself.
+func (s *Stream) ServerWALEnd() pglogrepl.LSN { return s.system.XLogPos }
 
 // CreateSlot creates the logical slot with the pgoutput plugin and returns
 // its consistent point: streaming from there sees every later commit.
@@ -340,6 +350,7 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 			if err != nil {
 				return nil, false, fmt.Errorf("parse keepalive: %w", err)
 			}
+			s.serverWAL = max(s.serverWAL, ka.ServerWALEnd)
 			return &Message{ServerWALEnd: ka.ServerWALEnd}, ka.ReplyRequested, nil
 		case pglogrepl.XLogDataByteID:
 			xld, err := pglogrepl.ParseXLogData(m.Data[1:])
@@ -350,6 +361,7 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 				s.received = end
 				s.shownReceived.Store(uint64(end))
 			}
+			s.serverWAL = max(s.serverWAL, xld.ServerWALEnd)
 			// Data aliases pgconn's read buffer: Run copies it.
 			return &Message{WALStart: xld.WALStart, ServerWALEnd: xld.ServerWALEnd, Data: xld.WALData}, false, nil
 		}
@@ -365,12 +377,15 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 // sendStatus reports write = received, flush = apply = durable. The flush
 // position is always set explicitly: pglogrepl copies write into a zero flush,
 // which would confirm WAL that JetStream has not acknowledged (invariant 7).
+// Neither passes the server's WAL end: PostgreSQL stores a confirmed
+// position it has not written yet in the slot, and would then skip the
+// transactions it writes up to there.
 func (s *Stream) sendStatus(replyRequested bool) error {
 	if s.durable == nil {
 		return nil // not streaming: there is nothing to confirm
 	}
-	flush := s.durable()
-	write := max(s.received, flush)
+	flush := min(s.durable(), s.serverWAL)
+	write := min(max(s.received, flush), s.serverWAL)
 	if flush == 0 {
 		write = 0 // nothing durable yet: confirm nothing
 	}

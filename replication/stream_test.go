@@ -636,3 +636,47 @@ func TestCopyToSlab(t *testing.T) {
 		t.Errorf("a message larger than a slab: copy of %d bytes, slab of %d", len(c), cap(slab2))
 	}
 }
+
+// TestStatusNeverPastServerWAL: a durable position beyond what the server
+// has written (a checkpoint from a history the database no longer has) is
+// not confirmed: PostgreSQL would store it in the slot and then skip the
+// transactions it writes up to there.
+func TestStatusNeverPastServerWAL(t *testing.T) {
+	dsn, conn := newOutboxDatabase(t, pgtest.Shared(t))
+	slot := uniqueSlot()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := Connect(ctx, Config{ConnString: dsn, Slot: slot, StatusInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Close(context.Background()) }) //nolint:errcheck
+	consistent, err := stream.CreateSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stream.ServerWALEnd() == 0 {
+		t.Fatal("ServerWALEnd is 0, want the server's WAL end at connect")
+	}
+	const farAhead = pglogrepl.LSN(0xFF_00000000)
+	if err := stream.Start(ctx, consistent, func() pglogrepl.LSN { return farAhead }); err != nil {
+		t.Fatal(err)
+	}
+	stop, _ := runStream(t, stream, make(chan []Message, 8))
+	insertEvents(t, conn, 1)
+	time.Sleep(500 * time.Millisecond) // several status updates
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var confirmed, walEnd pglogrepl.LSN
+	if err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn, pg_current_wal_flush_lsn() FROM pg_replication_slots WHERE slot_name = $1`,
+		slot).Scan(&confirmed, &walEnd); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed > walEnd || stream.Confirmed() > walEnd {
+		t.Fatalf("slot confirmed %s (status sent %s) past the server's WAL end %s", confirmed, stream.Confirmed(), walEnd)
+	}
+	if confirmed <= consistent {
+		t.Fatalf("slot confirmed %s, want it moved up to the WAL the server sent (past %s)", confirmed, consistent)
+	}
+}

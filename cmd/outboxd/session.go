@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -109,9 +110,18 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return err
 	}
+	if start.Replace {
+		// The checkpoint holds a position the user gave up (--allow-gap):
+		// replace it now, or the next start would stop on it again.
+		cp := start.Checkpoint
+		cp.SavedAt = time.Now().UTC()
+		if err := store.Save(ctx, cp); err != nil {
+			return err
+		}
+	}
 	tracker := checkpoint.NewTracker(start.LSN)
 	ckpt := checkpoint.NewCheckpointer(checkpoint.CheckpointerConfig{
-		Store: store, Tracker: tracker, Identity: start, Start: start.LSN,
+		Store: store, Tracker: tracker, Identity: start.Checkpoint, Start: start.LSN,
 		Interval: cfg.CheckpointEvery, Logger: log,
 	})
 	fast, err := fastPublishing(ctx, cfg, js, log)
@@ -122,10 +132,21 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return &fatalError{err}
 	}
-	if err := stream.Start(ctx, start.LSN, ckpt.Durable); err != nil {
+	p := &pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish, checkpointer: ckpt,
+		skipBefore: start.LSN, committedBy: start.CommittedBy, restored: start.Restored, from: start.From,
+		deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
+	p.checked.Store(start.From >= start.LSN)
+	if cfg.retentionOn {
+		p.retention = newRetention(cfg, p.confirmable, obs.metrics, log)
+	}
+	if cfg.Heartbeat > 0 {
+		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
+			log: log.With().Str("component", "heartbeat").Logger()}}
+	}
+	if err := stream.Start(ctx, start.From, p.confirmable); err != nil {
 		return err
 	}
-	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("stream", cfg.Stream).
+	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("from", start.From.String()).Str("stream", cfg.Stream).
 		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Bool("fast_batches", fast).Msg("streaming")
 
 	streaming = true
@@ -133,15 +154,6 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	defer detach()
 	if ctx.Err() == nil {
 		obs.health.Set(telemetry.Streaming, "")
-	}
-	p := pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish,
-		checkpointer: ckpt, skipBefore: start.LSN, deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
-	if cfg.retentionOn {
-		p.retention = newRetention(cfg, ckpt.Durable, obs.metrics, log)
-	}
-	if cfg.Heartbeat > 0 {
-		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
-			log: log.With().Str("component", "heartbeat").Logger()}}
 	}
 	return p.run(ctx)
 }
@@ -214,45 +226,135 @@ func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error
 	return slot, err
 }
 
+// resume is where a session starts streaming and what it skips.
+type resume struct {
+	// Checkpoint is the identity every save carries, and in LSN the
+	// resume point: transactions that commit before it are dropped.
+	checkpoint.Checkpoint
+	// From is where replication starts: the slot's position, so that the
+	// transactions between it and the resume point (after a crash) are
+	// seen, and checked, before they are dropped.
+	From pglogrepl.LSN
+	// CommittedBy is the latest commit time a dropped transaction can
+	// have (the checkpoint's save time with margin for clock skew); zero
+	// when there is no saved checkpoint to hold it to.
+	CommittedBy time.Time
+	// Restored is the way out when a dropped transaction turns out to
+	// have committed after CommittedBy.
+	Restored string
+	// Replace is set when a saved checkpoint is not the resume point (a
+	// gap the user accepted): it is overwritten before streaming.
+	Replace bool
+}
+
+// clockSkew is how far the database's clock may run ahead of outboxd's
+// before a transaction dropped at resume seems committed after the
+// checkpoint that holds it.
+const clockSkew = 5 * time.Minute
+
 // resumePoint decides where streaming starts (DESIGN.md invariant 5): the
-// checkpoint or the slot's confirmed_flush_lsn, whichever is later; a slot
-// ahead of the checkpoint, or missing while a checkpoint exists, is a gap
-// that stops outboxd unless --allow-gap. It creates the slot when missing.
+// checkpoint or the slot's confirmed_flush_lsn, whichever is later. It
+// stops outboxd, unless --allow-gap, when the two cannot both be true: a
+// slot ahead of the checkpoint or missing while a checkpoint exists (events
+// never published), a checkpoint or slot past the server's WAL (the
+// database was restored from an older copy). It creates the slot when
+// missing.
 func resumePoint(ctx context.Context, cfg runConfig, stream *replication.Stream, store checkpoint.Store,
-	slot replication.SlotState, log zerolog.Logger) (checkpoint.Checkpoint, error) {
+	slot replication.SlotState, log zerolog.Logger) (resume, error) {
 	identity := checkpoint.Checkpoint{SystemID: stream.SystemID(), Timeline: stream.Timeline(), Slot: cfg.Slot}
+	r := resume{Checkpoint: identity}
 	saved, err := store.Load(ctx)
 	hasCheckpoint := err == nil
 	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
-		return identity, fmt.Errorf("load checkpoint from %s: %w", store, err)
+		return r, fmt.Errorf("load checkpoint from %s: %w", store, err)
 	}
 	if hasCheckpoint {
 		if err := saved.Matches(identity.SystemID, identity.Timeline, identity.Slot); err != nil {
-			return identity, &fatalError{fmt.Errorf("checkpoint %s: %w", store, err)}
+			return r, &fatalError{fmt.Errorf("checkpoint %s: %w", store, err)}
 		}
+	}
+	if err := pastServerWAL(cfg, stream, store, saved, hasCheckpoint, slot); err != nil {
+		if !cfg.AllowGap {
+			return r, &fatalError{err}
+		}
+		log.Warn().Err(err).Msg("--allow-gap: resuming from the replication slot")
+		hasCheckpoint, r.Replace = false, true
 	}
 	gapFix := fmt.Sprintf("find and republish the rows committed in between, then restart with --allow-gap; or delete the checkpoint in %s to start from the slot", store)
 	if !slot.Exists {
 		if hasCheckpoint && !cfg.AllowGap {
-			return identity, &fatalError{fmt.Errorf("replication slot %q does not exist but checkpoint %s is at %s: the slot was dropped, so events committed since then are not in WAL any more; %s",
+			return r, &fatalError{fmt.Errorf("replication slot %q does not exist but checkpoint %s is at %s: the slot was dropped, so events committed since then are not in WAL any more; %s",
 				cfg.Slot, store, saved.LSN, gapFix)}
 		}
 		consistent, err := stream.CreateSlot(ctx)
 		if err != nil {
-			return identity, err
+			return r, err
 		}
 		log.Info().Str("slot", cfg.Slot).Str("lsn", consistent.String()).Msg("created replication slot")
 		slot = replication.SlotState{Exists: true, ConfirmedFlush: consistent}
+		r.Replace = r.Replace || hasCheckpoint
 	}
-	identity.LSN = slot.ConfirmedFlush
-	if hasCheckpoint {
-		if slot.ConfirmedFlush > saved.LSN && !cfg.AllowGap {
-			return identity, &fatalError{fmt.Errorf("replication slot %q is at %s, ahead of checkpoint %s at %s: something outside outboxd advanced or recreated the slot, so events in between were never published; %s",
+	r.LSN, r.From = slot.ConfirmedFlush, slot.ConfirmedFlush
+	if !hasCheckpoint {
+		return r, nil
+	}
+	if slot.ConfirmedFlush > saved.LSN {
+		if !cfg.AllowGap {
+			return r, &fatalError{fmt.Errorf("replication slot %q is at %s, ahead of checkpoint %s at %s: something outside outboxd advanced or recreated the slot, so events in between were never published; %s",
 				cfg.Slot, slot.ConfirmedFlush, store, saved.LSN, gapFix)}
 		}
-		identity.LSN = max(saved.LSN, slot.ConfirmedFlush)
+		r.Replace = true
+		return r, nil
 	}
-	return identity, nil
+	r.LSN = saved.LSN
+	if !saved.SavedAt.IsZero() {
+		r.CommittedBy = saved.SavedAt.Add(clockSkew)
+		r.Restored = resumeFromSlotFix(cfg.Slot, slot.ConfirmedFlush.String(), store, false)
+	}
+	return r, nil
+}
+
+// resumeFromSlotFix is the way out of a checkpoint that belongs to a
+// history the restored database no longer has: resume from the slot,
+// which was restored with the database.
+func resumeFromSlotFix(slot, from string, store checkpoint.Store, allowGap bool) string {
+	how := fmt.Sprintf("delete the checkpoint (%s)", store.DeleteCommand())
+	if allowGap {
+		how += ", or restart once with --allow-gap"
+	}
+	return fmt.Sprintf("to recover, %s: outboxd then resumes from replication slot %q at %s, which was restored with the "+
+		"database, and publishes every transaction since (JetStream drops those it holds within the stream's duplicate "+
+		"window); events published before the restore that the restored database lacks stay in the stream (see the "+
+		"runbook, \"Database restored from a copy\")", how, slot, from)
+}
+
+// pastServerWAL reports a checkpoint or slot past the end of the server's
+// WAL. Both only ever hold positions the server sent, so the database has
+// gone back in time: restored from a copy, snapshot or backup of the same
+// cluster (same system identifier and timeline) taken before outboxd last
+// ran. Resuming from there would drop every transaction committed since
+// the restore until the WAL passes that position again.
+func pastServerWAL(cfg runConfig, stream *replication.Stream, store checkpoint.Store, saved checkpoint.Checkpoint,
+	hasCheckpoint bool, slot replication.SlotState) error {
+	end := stream.ServerWALEnd()
+	const restored = "the database was restored from a copy of itself taken before outboxd last ran " +
+		"(a file system or volume snapshot, a copy of a stopped server, a backup without a new timeline), " +
+		"so transactions committed since the restore are at positions outboxd would skip"
+	if slot.Exists && slot.ConfirmedFlush > end {
+		return fmt.Errorf("replication slot %q is at %s, past the end of the server's WAL at %s: %s; PostgreSQL itself "+
+			"will not send them from this slot: drop it (outboxd slot drop --force) and recover the rows committed since "+
+			"the restore from the outbox table with outboxd backfill (see the runbook, \"Database restored from a copy\"); "+
+			"--allow-gap starts anyway and loses them", cfg.Slot, slot.ConfirmedFlush, end, restored)
+	}
+	if hasCheckpoint && saved.LSN > end {
+		from := "the position it gets"
+		if slot.Exists {
+			from = slot.ConfirmedFlush.String()
+		}
+		return fmt.Errorf("checkpoint %s is at %s, past the end of the server's WAL at %s: %s; %s",
+			store, saved.LSN, end, restored, resumeFromSlotFix(cfg.Slot, from, store, true))
+	}
+	return nil
 }
 
 // pipeline is one session's running stages.
@@ -263,7 +365,14 @@ type pipeline struct {
 	publish         func(context.Context, <-chan sink.Item) error // the sink's Run, acking to tracker
 	checkpointer    *checkpoint.Checkpointer
 	skipBefore      pglogrepl.LSN
-	skipping        bool // the current transaction is before skipBefore
+	committedBy     time.Time // see resume.CommittedBy
+	restored        string    // see resume.Restored
+	skipping        bool      // the current transaction is before skipBefore
+	// from is where streaming started (the slot's position); until every
+	// transaction between it and skipBefore has been seen and checked
+	// (checked), nothing past it is confirmed to PostgreSQL.
+	from    pglogrepl.LSN
+	checked atomic.Bool
 	deadLetters     bool // rows that cannot be published go to a dead-letter subject
 	heartbeat       *heartbeat
 	retention       *retention
@@ -387,6 +496,9 @@ func (p *pipeline) decode(ctx context.Context, raw <-chan []replication.Message,
 func (p *pipeline) decodeOne(ctx context.Context, msg replication.Message, items chan<- sink.Item) error {
 	if msg.Data == nil {
 		if !p.decoder.InTransaction() {
+			// The walsender has decoded up to here: every transaction
+			// that commits before it was sent.
+			p.passed(msg.ServerWALEnd)
 			p.tracker.Idle(msg.ServerWALEnd)
 		}
 		return nil
@@ -404,7 +516,10 @@ func (p *pipeline) decodeOne(ctx context.Context, msg replication.Message, items
 // replay hands on a streamed transaction that just committed, read back
 // from the spool, or drops it whole when it is before the resume point.
 func (p *pipeline) replay(ctx context.Context, commit decoder.Change, items chan<- sink.Item) error {
-	if commit.Tx.CommitLSN < p.skipBefore {
+	if skip, err := p.skip(commit.Tx); skip || err != nil {
+		if err != nil {
+			return err
+		}
 		return p.decoder.Discard(commit.Tx.Xid)
 	}
 	for change, err := range p.decoder.Replay(commit.Tx.Xid) {
@@ -449,13 +564,56 @@ func (p *pipeline) deadLetter(ctx context.Context, err error, items chan<- sink.
 	return nil
 }
 
+// confirmable is the position PostgreSQL may be told is flushed: the
+// saved checkpoint, once the transactions before it that the slot sends
+// again have all been checked (see skip); until then the slot's own
+// position, so that a history that changed under the checkpoint can still
+// be recovered from the slot.
+func (p *pipeline) confirmable() pglogrepl.LSN {
+	if !p.checked.Load() {
+		return p.from
+	}
+	return p.checkpointer.Durable()
+}
+
+// passed records that the stream has reached lsn: at the resume point,
+// every transaction before it was checked.
+func (p *pipeline) passed(lsn pglogrepl.LSN) {
+	if lsn >= p.skipBefore && !p.checked.Load() {
+		p.checked.Store(true)
+	}
+}
+
+// skip reports whether tx commits before the resume point, so it was
+// published before the checkpoint was saved. One that committed after the
+// checkpoint was saved cannot have been: the database's history changed
+// under the checkpoint (restored from an older copy, and written to past
+// the checkpoint's position since), and dropping it would lose it.
+func (p *pipeline) skip(tx decoder.TxInfo) (bool, error) {
+	if tx.CommitLSN >= p.skipBefore {
+		p.passed(tx.CommitLSN)
+		return false, nil
+	}
+	if !p.committedBy.IsZero() && tx.CommitTime.After(p.committedBy) {
+		return true, &fatalError{fmt.Errorf("transaction xid %d committed at %s, before the checkpoint's position %s but after the checkpoint was saved (%s, allowing %s of clock skew): "+
+			"the database was restored from a copy of itself taken before outboxd last ran, and has written past that position since; "+
+			"outboxd stops instead of dropping its events; %s",
+			tx.Xid, tx.CommitTime.Format(time.RFC3339), p.skipBefore, p.committedBy.Add(-clockSkew).Format(time.RFC3339), clockSkew, p.restored)}
+	}
+	return true, nil
+}
+
 // handle applies one decoded change.
 func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan<- sink.Item) error {
 	switch change.Kind {
 	case decoder.Begin:
 		// Published before the checkpoint was saved: drop it whole
 		// (a transaction ends after its commit record starts).
-		p.skipping = change.Tx.CommitLSN < p.skipBefore
+		skip, err := p.skip(change.Tx)
+		if err != nil {
+			return err
+		}
+		p.skipping = skip
 	case decoder.Insert:
 		if p.skipping {
 			return nil
@@ -475,6 +633,7 @@ func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan
 		// A heartbeat outside any transaction: everything before it was
 		// received, so it may be confirmed once nothing is in flight.
 		if m := change.Message; !m.Transactional && m.Prefix == heartbeatPrefix && !p.decoder.InTransaction() {
+			p.passed(m.LSN)
 			p.tracker.Idle(m.LSN)
 		}
 	}

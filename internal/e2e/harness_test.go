@@ -283,6 +283,10 @@ type writer struct {
 	n          int
 	// rng, when set, picks each row's aggregate at random.
 	rng *rand.Rand
+	// history, when set, prefixes the aggregate ids: rows written after
+	// the database was restored from an older copy commit at lower LSNs
+	// than rows of the lost history, and are another aggregate's events.
+	history string
 	// survive makes tx ride out PostgreSQL restarts: a transaction that
 	// failed before COMMIT is recorded as rolled back, one whose COMMIT got
 	// no answer as uncertain, and the writer reconnects.
@@ -309,7 +313,7 @@ func (w *writer) next() row {
 	return row{
 		ID:            uuid.New(),
 		AggregateType: []string{"order", "customer", "invoice"}[w.n%3],
-		AggregateID:   fmt.Sprintf("agg-%d", w.aggregate()),
+		AggregateID:   fmt.Sprintf("%sagg-%d", w.history, w.aggregate()),
 		EventType:     []string{"Created", "Updated"}[w.n%2],
 		Payload:       fmt.Sprintf(`{"n": %d, "note": "event %d"}`, w.n, w.n),
 	}

@@ -93,19 +93,7 @@ func TestResumeRefusesGaps(t *testing.T) {
 		path := filepath.Join(e.dir, "checkpoint.json")
 		w := e.newWriter(checker.New(), 5)
 		e.streamThenStop(w, 5, "--checkpoint", "file:"+path)
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fields map[string]any
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			t.Fatal(err)
-		}
-		fields["system_id"] = "7000000000000000001"
-		raw, _ = json.Marshal(fields)
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		editCheckpoint(t, path, func(fields map[string]any) { fields["system_id"] = "7000000000000000001" })
 		e.expectExit(e.args("--checkpoint", "file:"+path), "checkpoint system_id", "7000000000000000001", "different database cluster")
 	})
 }
@@ -182,4 +170,128 @@ func TestCorruptCheckpointStops(t *testing.T) {
 		e.expectExit(e.args(), "checkpoint kv:outboxd/"+e.slot+" revision 1 is not a valid checkpoint", `invalid lsn "not an lsn"`,
 			"nats kv del outboxd "+e.slot)
 	})
+}
+
+// restoredDatabase streams rows, copies the stopped database, streams more
+// rows (the checkpoint moves past the copy's WAL), stops outboxd and puts
+// the copy back: the database is restored from a copy of itself, same
+// system identifier and timeline. Every row written so far is in the
+// stream and recorded in check; the checkpoint is in the file at path.
+func restoredDatabase(t *testing.T) (e *env, check *checker.Checker, path string) {
+	e = newEnv(t, pgtest.Start(t), true)
+	path = filepath.Join(e.dir, "checkpoint.json")
+	check = checker.New()
+	e.streamThenStop(e.newWriter(check, 5), 10, "--checkpoint", "file:"+path)
+	restore := e.pg.CopyData(t)
+	e.streamThenStop(e.newWriter(check, 5), 10, "--checkpoint", "file:"+path)
+	restore()
+	return e, check, path
+}
+
+// writeAfterRestore commits n rows of their own aggregates (their commit
+// LSNs are below those of the lost history's rows) and returns the slot's
+// position, which outboxd must leave where the restore put it.
+func (e *env) writeAfterRestore(check *checker.Checker, n int) pglogrepl.LSN {
+	e.t.Helper()
+	w := e.newWriter(check, 5)
+	w.history = "restored-"
+	for i := 0; i < n; i++ {
+		if _, err := w.tx(context.Background(), 1, true); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return e.confirmedFlush(e.connect())
+}
+
+// TestRestoredDatabase: a database restored from a copy of itself taken
+// before outboxd's last checkpoint, then written to. Whether its WAL is
+// still short of the checkpoint or has passed it, outboxd stops with the
+// cause and the fix instead of skipping the new rows, and confirms nothing
+// to the slot; resuming from the slot as the error says publishes them.
+func TestRestoredDatabase(t *testing.T) {
+	t.Run("checkpoint past the server's WAL", func(t *testing.T) {
+		e, check, path := restoredDatabase(t)
+		slot := e.writeAfterRestore(check, 5)
+		args := e.args("--checkpoint", "file:"+path)
+		e.expectExit(args, "past the end of the server's WAL", "restored from a copy of itself", "rm "+path, "--allow-gap")
+		if got := e.confirmedFlush(e.connect()); got != slot {
+			t.Fatalf("slot moved from %s to %s although outboxd refused to start", slot, got)
+		}
+
+		p := e.start(append(args, "--allow-gap")...)
+		e.verify(e.js(), check, time.Minute)
+		p.stopCleanly()
+		// The checkpoint was replaced: no --allow-gap needed any more.
+		p = e.start(args...)
+		e.waitStreaming(p)
+		p.stopCleanly()
+	})
+	t.Run("WAL written past the checkpoint since", func(t *testing.T) {
+		e, check, path := restoredDatabase(t)
+		// The restore came a while after outboxd last saved.
+		var checkpointLSN pglogrepl.LSN
+		editCheckpoint(t, path, func(fields map[string]any) {
+			fields["saved_at"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+			var err error
+			if checkpointLSN, err = pglogrepl.ParseLSN(fields["lsn"].(string)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		slot := e.writeAfterRestore(check, 5)
+		conn := e.connect()
+		ctx := context.Background()
+		for end := pglogrepl.LSN(0); end <= checkpointLSN; {
+			if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS filler (x int); INSERT INTO filler VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.QueryRow(ctx, "SELECT pg_switch_wal(), pg_current_wal_lsn()").Scan(new(pglogrepl.LSN), &end); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := e.args("--checkpoint", "file:"+path)
+		e.expectExit(args, "before the checkpoint's position", "after the checkpoint was saved", "restored from a copy of itself", "rm "+path)
+		if got := e.confirmedFlush(e.connect()); got != slot {
+			t.Fatalf("slot moved from %s to %s although outboxd stopped", slot, got)
+		}
+
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		p := e.start(args...)
+		e.verify(e.js(), check, time.Minute)
+		p.stopCleanly()
+	})
+	t.Run("checkpoint edited past the WAL", func(t *testing.T) {
+		e := newEnv(t, pgtest.Shared(t), true)
+		path := filepath.Join(e.dir, "checkpoint.json")
+		check := checker.New()
+		w := e.newWriter(check, 5)
+		e.streamThenStop(w, 3, "--checkpoint", "file:"+path)
+		editCheckpoint(t, path, func(fields map[string]any) { fields["lsn"] = "FF/0" })
+		slot := e.confirmedFlush(e.connect())
+		e.expectExit(e.args("--checkpoint", "file:"+path), "is at FF/0", "past the end of the server's WAL")
+		if got := e.confirmedFlush(e.connect()); got != slot {
+			t.Fatalf("slot moved from %s to %s although outboxd refused to start", slot, got)
+		}
+	})
+}
+
+// editCheckpoint changes the fields of the checkpoint file at path.
+func editCheckpoint(t *testing.T, path string, edit func(fields map[string]any)) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatalf("checkpoint file %s: %v", raw, err)
+	}
+	edit(fields)
+	if raw, err = json.Marshal(fields); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -136,6 +136,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
 
+// DataDir returns the cluster's PGDATA folder.
+func (c *Cluster) DataDir() string { return c.dataDir() }
+
 func (c *Cluster) initdb(ctx context.Context) error {
 	// --locale=C: the caller's LANG may name a locale that is not installed.
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"), "-D", c.dataDir(),

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -315,12 +317,49 @@ func (s *Server) Stop(t testing.TB, mode string) {
 // test on the Shared server and skips it on a server from EnvURL or Docker.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	s.Stop(t, "fast")
+	s.start(t)
+}
+
+// CopyData shuts the server down (fast), copies its data folder aside and
+// starts it again. The returned restore shuts it down, puts that copy back
+// in place of the data folder and starts it: the database is then as it
+// was at the copy, with the same system identifier and timeline, as after
+// a restore from a copy of a stopped server or a file system snapshot. It
+// fails the test on the Shared server and skips it on a server from EnvURL
+// or Docker.
+func (s *Server) CopyData(t testing.TB) (restore func()) {
+	t.Helper()
 	s.mustControl(t)
+	saved := filepath.Join(t.TempDir(), "data")
+	s.Stop(t, "fast")
+	copyTree(t, s.cluster.DataDir(), saved)
+	s.start(t)
+	return func() {
+		t.Helper()
+		s.Stop(t, "fast")
+		if err := os.RemoveAll(s.cluster.DataDir()); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, saved, s.cluster.DataDir())
+		s.start(t)
+	}
+}
+
+// copyTree copies a folder with its owners and modes (cp -a): PGDATA
+// belongs to the server's user and must keep mode 0700.
+func copyTree(t testing.TB, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("copy %s to %s: %v: %s", from, to, err, out)
+	}
+}
+
+// start starts the stopped server, failing the test if it does not come up.
+func (s *Server) start(t testing.TB) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := s.cluster.Stop("fast"); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.cluster.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
