@@ -359,20 +359,20 @@ func pastServerWAL(cfg runConfig, stream *replication.Stream, store checkpoint.S
 
 // pipeline is one session's running stages.
 type pipeline struct {
-	stream          *replication.Stream
-	decoder         *decoder.Decoder
-	tracker         *checkpoint.Tracker
-	publish         func(context.Context, <-chan sink.Item) error // the sink's Run, acking to tracker
-	checkpointer    *checkpoint.Checkpointer
-	skipBefore      pglogrepl.LSN
-	committedBy     time.Time // see resume.CommittedBy
-	restored        string    // see resume.Restored
-	skipping        bool      // the current transaction is before skipBefore
+	stream       *replication.Stream
+	decoder      *decoder.Decoder
+	tracker      *checkpoint.Tracker
+	publish      func(context.Context, <-chan sink.Item) error // the sink's Run, acking to tracker
+	checkpointer *checkpoint.Checkpointer
+	skipBefore   pglogrepl.LSN
+	committedBy  time.Time // see resume.CommittedBy
+	restored     string    // see resume.Restored
+	skipping     bool      // the current transaction is before skipBefore
 	// from is where streaming started (the slot's position); until every
 	// transaction between it and skipBefore has been seen and checked
 	// (checked), nothing past it is confirmed to PostgreSQL.
-	from    pglogrepl.LSN
-	checked atomic.Bool
+	from            pglogrepl.LSN
+	checked         atomic.Bool
 	deadLetters     bool // rows that cannot be published go to a dead-letter subject
 	heartbeat       *heartbeat
 	retention       *retention
