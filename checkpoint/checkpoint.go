@@ -88,8 +88,8 @@ type Store interface {
 // Checkpoint is a position in the WAL that outboxd has fully delivered, with
 // the identity of the stream it is a position in.
 //
-// In a store it is JSON with the field names lsn, system_id, timeline, slot
-// and saved_at; the LSN is in PostgreSQL's "X/Y" text form so that a person
+// In a store it is JSON with the field names lsn, system_id, timeline, slot,
+// saved_at and before_slot; the LSN is in PostgreSQL's "X/Y" text form so that a person
 // can compare it with pg_replication_slots. Unknown fields are ignored when
 // reading, so later versions may add some.
 type Checkpoint struct {
@@ -103,9 +103,20 @@ type Checkpoint struct {
 	Timeline int32
 	// Slot is the logical replication slot the LSN was read from.
 	Slot string
-	// SavedAt is when the checkpoint was written, for people reading it.
+	// SavedAt is when the checkpoint was written. A transaction that
+	// commits before LSN must have committed before SavedAt.
 	SavedAt time.Time
+	// BeforeSlot says which rows of the outbox table were committed before
+	// the slot existed, so outboxd never published them and retention
+	// must keep them: NoneBeforeSlot, or the rows visible in this
+	// PostgreSQL snapshot (pg_snapshot text, "xmin:xmax:xip,..."); "" when
+	// not known (a slot created outside outboxd, or by an older one).
+	BeforeSlot string
 }
+
+// NoneBeforeSlot is Checkpoint.BeforeSlot when no row predates the slot
+// (or a backfill published those that do).
+const NoneBeforeSlot = "none"
 
 // checkpointJSON is the stored form of a Checkpoint. Its field names are a
 // file format: do not rename them.
@@ -115,16 +126,19 @@ type checkpointJSON struct {
 	Timeline int32     `json:"timeline"`
 	Slot     string    `json:"slot"`
 	SavedAt  time.Time `json:"saved_at"`
+	// BeforeSlot is omitted when unknown.
+	BeforeSlot string `json:"before_slot,omitempty"`
 }
 
 // MarshalJSON encodes c in its stored form.
 func (c Checkpoint) MarshalJSON() ([]byte, error) {
 	return json.Marshal(checkpointJSON{
-		LSN:      c.LSN.String(),
-		SystemID: c.SystemID,
-		Timeline: c.Timeline,
-		Slot:     c.Slot,
-		SavedAt:  c.SavedAt,
+		LSN:        c.LSN.String(),
+		SystemID:   c.SystemID,
+		Timeline:   c.Timeline,
+		Slot:       c.Slot,
+		SavedAt:    c.SavedAt,
+		BeforeSlot: c.BeforeSlot,
 	})
 }
 
@@ -142,7 +156,7 @@ func (c *Checkpoint) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*c = Checkpoint{LSN: lsn, SystemID: j.SystemID, Timeline: j.Timeline, Slot: j.Slot, SavedAt: j.SavedAt}
+	*c = Checkpoint{LSN: lsn, SystemID: j.SystemID, Timeline: j.Timeline, Slot: j.Slot, SavedAt: j.SavedAt, BeforeSlot: j.BeforeSlot}
 	return nil
 }
 

@@ -38,6 +38,11 @@ func TestCheckpointJSONFormat(t *testing.T) {
 	if back != testCheckpoint() {
 		t.Errorf("round trip = %+v, want %+v", back, testCheckpoint())
 	}
+	withRows := testCheckpoint()
+	withRows.BeforeSlot = "750:755:751"
+	if got, _ := json.Marshal(withRows); !strings.HasSuffix(string(got), `,"before_slot":"750:755:751"}`) {
+		t.Errorf("Marshal with BeforeSlot = %s, want it last as before_slot", got)
+	}
 }
 
 func TestCheckpointUnmarshal(t *testing.T) {
@@ -53,6 +58,8 @@ func TestCheckpointUnmarshal(t *testing.T) {
 			want: Checkpoint{LSN: 0x10, SystemID: "1", Timeline: 1, Slot: "s"},
 		},
 		{name: "lowercase hex", in: `{"lsn":"a/b"}`, want: Checkpoint{LSN: 0xA_0000000B}},
+		{name: "rows before the slot", in: `{"lsn":"0/10","before_slot":"750:755:751,753"}`, want: Checkpoint{LSN: 0x10, BeforeSlot: "750:755:751,753"}},
+		{name: "no row before the slot", in: `{"lsn":"0/10","before_slot":"none"}`, want: Checkpoint{LSN: 0x10, BeforeSlot: NoneBeforeSlot}},
 		{name: "largest lsn", in: `{"lsn":"FFFFFFFF/FFFFFFFF"}`, want: Checkpoint{LSN: 1<<64 - 1}},
 		{name: "missing lsn", in: `{"system_id":"1"}`, wantErr: "checkpoint has no lsn"},
 		{name: "trailing garbage", in: `{"lsn":"0/10zz"}`, wantErr: `invalid lsn "0/10zz"`},

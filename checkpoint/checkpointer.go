@@ -23,8 +23,8 @@ type CheckpointerConfig struct {
 	Store Store
 	// Tracker supplies the safe LSN.
 	Tracker *Tracker
-	// Identity gives SystemID, Timeline and Slot, written into every
-	// checkpoint; its LSN and SavedAt are ignored.
+	// Identity gives SystemID, Timeline, Slot and BeforeSlot, written into
+	// every checkpoint; its LSN and SavedAt are ignored.
 	Identity Checkpoint
 	// Start is an LSN already durable when outboxd starts (the loaded
 	// checkpoint, or the slot's confirmed_flush_lsn when there is none).
@@ -83,7 +83,7 @@ func NewCheckpointer(cfg CheckpointerConfig) *Checkpointer {
 	c := &Checkpointer{
 		store:    cfg.Store,
 		tracker:  cfg.Tracker,
-		identity: Checkpoint{SystemID: cfg.Identity.SystemID, Timeline: cfg.Identity.Timeline, Slot: cfg.Identity.Slot},
+		identity: Checkpoint{SystemID: cfg.Identity.SystemID, Timeline: cfg.Identity.Timeline, Slot: cfg.Identity.Slot, BeforeSlot: cfg.Identity.BeforeSlot},
 		interval: cfg.Interval,
 		log:      cfg.Logger.With().Str("component", "checkpoint").Str("store", cfg.Store.String()).Logger(),
 		saved:    cfg.Start,

@@ -473,6 +473,12 @@ const (
 	HeaderBodyDropped      = "Outbox-Dead-Letter-Body-Dropped"
 )
 
+// DeadLetterHeaderRoom bounds the encoded headers of a dead letter beside
+// its Nats-Msg-Id (each of their values is cut at 1 KiB): a dead letter
+// keeps its body whenever body + Nats-Msg-Id + DeadLetterHeaderRoom fit
+// under max_payload. Retention keeps the rows for which they may not.
+const DeadLetterHeaderRoom = 8 << 10
+
 // deadLetter builds the dead-letter message for a row. ev is nil when the
 // decoder could not make an event of the row; dead.Row then holds what it
 // could read. The body is the payload as written (for a message that is

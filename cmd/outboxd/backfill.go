@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
@@ -130,11 +131,27 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 	if err != nil {
 		return abandonSlot(ctx, cfg.runConfig, err)
 	}
+	// Every row before the slot is published now (or, left out by
+	// --where, was by the old relay): retention may delete them.
+	if err := saveBackfilled(ctx, cfg.runConfig, nc, stream, snap.ConsistentPoint); err != nil {
+		log.Warn().Err(err).Msg("the backfill is complete, but its checkpoint was not saved: --retention will keep the rows that were in the table before the slot")
+	}
 	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s (%d of them acknowledged as held already, %d dead-lettered)\n",
 		counts.done.Load(), cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream, counts.duplicates.Load(), counts.dead.Load())
 	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
 		cfg.Slot, snap.ConsistentPoint)
 	return nil
+}
+
+// saveBackfilled saves the checkpoint of a complete backfill: the slot's
+// consistent point, with no row before the slot left unpublished.
+func saveBackfilled(ctx context.Context, cfg runConfig, nc *nats.Conn, stream *replication.Stream, consistent pglogrepl.LSN) error {
+	store, err := openStore(ctx, cfg, nc)
+	if err != nil {
+		return err
+	}
+	return store.Save(ctx, checkpoint.Checkpoint{LSN: consistent, SystemID: stream.SystemID(), Timeline: stream.Timeline(),
+		Slot: cfg.Slot, SavedAt: time.Now().UTC(), BeforeSlot: checkpoint.NoneBeforeSlot})
 }
 
 // natsConnectWait is how long backfill waits for a NATS server that does

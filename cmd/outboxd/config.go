@@ -61,6 +61,7 @@ type runConfig struct {
 	RetentionBatch  int
 	RetentionPause  time.Duration
 	RetentionWait   time.Duration
+	CreatedAtZone   string
 	PGStreaming     bool
 	SpoolDir        string
 	LogLevel        string
@@ -126,6 +127,7 @@ func defaultRunConfig() runConfig {
 		RetentionBatch:  1000,
 		RetentionPause:  100 * time.Millisecond,
 		RetentionWait:   time.Minute,
+		CreatedAtZone:   "UTC",
 		PGStreaming:     true,
 		LogLevel:        "info",
 		MetricsAddr:     "127.0.0.1:9187",
@@ -171,6 +173,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.RetentionBatch, "retention-batch", c.RetentionBatch, "most rows --retention deletes at a time (1-100000)")
 	fs.DurationVar(&c.RetentionPause, "retention-pause", c.RetentionPause, "pause between two --retention batches (10ms-1h); with --retention-batch it caps the rate (10,000 rows/s by default)")
 	fs.DurationVar(&c.RetentionWait, "retention-wait", c.RetentionWait, "how long a --retention batch keeps its snapshot open waiting for the confirmed position to reach it; past that it deletes nothing and the next one tries (1s-1h)")
+	fs.StringVar(&c.CreatedAtZone, "created-at-zone", c.CreatedAtZone, "the time zone in which a created_at column of type timestamp (without time zone) holds its values, as PostgreSQL names it (UTC, Europe/Berlin), to measure the rows' age for retention; a timestamptz column needs none")
 	fs.DurationVar(&c.Heartbeat, "heartbeat-interval", c.Heartbeat, "write a logical decoding heartbeat this often so a slot on a database busy with other tables keeps advancing (0 = off; 1s-1h)")
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit, and never publishes aborted ones")
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
@@ -357,6 +360,9 @@ func (c *runConfig) validateRetention() error {
 	}
 	if c.RetentionWait < time.Second || c.RetentionWait > time.Hour {
 		return fmt.Errorf("--retention-wait %s is out of range: use 1s to 1h", c.RetentionWait)
+	}
+	if strings.TrimSpace(c.CreatedAtZone) == "" {
+		return fmt.Errorf("--created-at-zone is empty: name the zone a timestamp created_at column holds its values in, e.g. UTC")
 	}
 	return nil
 }

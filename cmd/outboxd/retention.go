@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -11,8 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
+	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
 )
 
 // retentionOff is the --retention value that turns the job off (default).
@@ -40,14 +43,17 @@ const retentionOff = "off"
 //     only those rows. Rows committed after the snapshot, or still
 //     uncommitted (however old their created_at), are invisible to it.
 //
-// Rows that were in the table before outboxd's slot existed are
-// "confirmed" by this rule too, yet outboxd never published them (that is
-// the backfill's job): turn retention on after the cut-over.
+// Some confirmed rows must stay all the same (keptRows): those committed
+// before the slot existed, which outboxd never published (the checkpoint
+// records which, see checkpoint.Checkpoint.BeforeSlot), and with a
+// dead-letter subject those whose payload is too large for a dead letter,
+// whose only copy is the row.
 type retention struct {
 	pgPeriodic
 	table     replication.Table
 	createdAt string        // the created_at column; read only when age > 0
 	age       time.Duration // rows younger than this (by createdAt) stay
+	kept      keptRows
 	batch     int
 	durable   func() pglogrepl.LSN // the checkpointer's: saved, never ahead of the store
 	counted   interface{ RetentionDeleted(rows int64) }
@@ -60,11 +66,29 @@ type retention struct {
 	hold time.Duration
 }
 
-func newRetention(cfg runConfig, durable func() pglogrepl.LSN, metrics *telemetry.Metrics, log zerolog.Logger) *retention {
+// keptRows is what retention reads of the table, beyond the flags, to
+// know which confirmed rows it must keep or how old they are.
+type keptRows struct {
+	// createdAtZone is --created-at-zone when created_at is a timestamp
+	// without time zone, whose values mean nothing without one; "" for a
+	// timestamptz.
+	createdAtZone string
+	// beforeSlot is the pg_snapshot of the rows committed before the slot
+	// (checkpoint.Checkpoint.BeforeSlot); "" when there are none.
+	beforeSlot string
+	// largePayload is the SQL expression of the row's payload and id size
+	// in a dead letter, and bodyRoom the size from which its body may be
+	// dropped; "" when no dead-letter subject is set (a row too large to
+	// publish then stops outboxd, and is never confirmed).
+	largePayload string
+	bodyRoom     int64
+}
+
+func newRetention(cfg runConfig, kept keptRows, durable func() pglogrepl.LSN, metrics *telemetry.Metrics, log zerolog.Logger) *retention {
 	r := &retention{
 		pgPeriodic: pgPeriodic{pgURL: cfg.PGURL, interval: cfg.RetentionPause, what: "retention",
 			log: log.With().Str("component", "retention").Logger()},
-		table: cfg.table, age: cfg.retentionAge, batch: cfg.RetentionBatch, durable: durable, counted: metrics,
+		table: cfg.table, age: cfg.retentionAge, kept: kept, batch: cfg.RetentionBatch, durable: durable, counted: metrics,
 		poll: 20 * time.Millisecond, hold: cfg.RetentionWait,
 	}
 	if column, ok := cfg.columns.Mapped("created_at"); ok {
@@ -138,21 +162,44 @@ func (r *retention) waitConfirmed(ctx context.Context, lsn pglogrepl.LSN) bool {
 }
 
 // deleteSQL deletes up to batch rows of the snapshot and, with an age,
-// only those whose created_at is at least age old (a NULL one stays).
-// Selecting ctids first keeps a batch small whatever the table's keys are.
+// only those whose created_at is at least age old (a NULL one stays),
+// leaving the kept rows. Selecting ctids first keeps a batch small whatever
+// the table's keys are.
 func (r *retention) deleteSQL() (string, []any) {
-	table := r.table.String()
-	if r.age == 0 {
-		return fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %s LIMIT $1))`, table, table), []any{r.batch}
+	args := []any{r.batch}
+	param := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
 	}
-	return fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %s
-		WHERE %s <= now() - $1::int8 * interval '1 microsecond' LIMIT $2))`, table, table, pgx.Identifier{r.createdAt}.Sanitize()),
-		[]any{r.age.Microseconds(), r.batch}
+	var where []string
+	if r.age > 0 {
+		cutoff := "now() - " + param(r.age.Microseconds()) + "::int8 * interval '1 microsecond'"
+		if r.kept.createdAtZone != "" {
+			// The column's wall-clock values are in that zone: compare
+			// them with the cutoff's wall clock there, not in the
+			// session's TimeZone.
+			cutoff = "(" + cutoff + ") AT TIME ZONE " + param(r.kept.createdAtZone)
+		}
+		where = append(where, pgx.Identifier{r.createdAt}.Sanitize()+" <= "+cutoff)
+	}
+	if r.kept.beforeSlot != "" {
+		where = append(where, "NOT "+replication.BeforeSlotCondition(param(r.kept.beforeSlot)))
+	}
+	if r.kept.largePayload != "" {
+		where = append(where, r.kept.largePayload+" < "+param(r.kept.bodyRoom))
+	}
+	table := r.table.String()
+	filter := ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	return fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %s%s LIMIT $1))`, table, table, filter), args
 }
 
 // checkRetention is the preflight check of --retention: the role must be
-// allowed to delete from the table.
-func checkRetention(ctx context.Context, conn *pgx.Conn, table replication.Table) error {
+// allowed to delete from the table, and PostgreSQL must know
+// --created-at-zone.
+func checkRetention(ctx context.Context, conn *pgx.Conn, table replication.Table, zone string) error {
 	var role string
 	var allowed bool
 	if err := conn.QueryRow(ctx, "SELECT current_user, has_table_privilege($1, 'DELETE')", table.String()).Scan(&role, &allowed); err != nil {
@@ -165,5 +212,104 @@ func checkRetention(ctx context.Context, conn *pgx.Conn, table replication.Table
 			Fix:     fmt.Sprintf("GRANT DELETE ON %s TO %s, or run without --retention", table, pgx.Identifier{role}.Sanitize()),
 		}
 	}
+	if _, err := conn.Exec(ctx, "SELECT now() AT TIME ZONE $1", zone); err != nil {
+		return &fatalError{fmt.Errorf("--created-at-zone %q: PostgreSQL does not know this time zone (%v): use a name from pg_timezone_names, e.g. UTC or Europe/Berlin", zone, err)}
+	}
 	return nil
+}
+
+// prepareRetention reads what retention needs of the table (keptRows) and
+// settles which rows predate the slot in start.BeforeSlot, marking the
+// checkpoint for saving when that changed:
+//   - unknown (a slot created outside outboxd run and backfill, or by an
+//     outboxd before it recorded them): the rows in the table now stand in
+//     for them, which keeps some published rows too, but no unpublished one;
+//   - a snapshot of which no row is left: none any more, so that retention
+//     no longer tests each row against it.
+//
+// Rows kept because they predate the slot are logged with their number.
+func prepareRetention(ctx context.Context, cfg runConfig, start *resume, maxPayload int64, log zerolog.Logger) (keptRows, error) {
+	var kept keptRows
+	conn, err := connectPostgres(ctx, cfg.PGURL)
+	if err != nil {
+		return kept, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if column, ok := cfg.columns.Mapped("created_at"); ok && cfg.retentionAge > 0 {
+		typ, err := columnType(ctx, conn, cfg.table, column)
+		if err != nil {
+			return kept, err
+		}
+		if typ == "timestamp without time zone" {
+			kept.createdAtZone = cfg.CreatedAtZone
+		}
+	}
+	if cfg.DeadLetter != "" && maxPayload > 0 {
+		if kept.largePayload, err = deadLetterSize(ctx, conn, cfg); err != nil {
+			return kept, err
+		}
+		kept.bodyRoom = maxPayload - sink.DeadLetterHeaderRoom
+	}
+
+	unknown := start.BeforeSlot == ""
+	before := start.BeforeSlot
+	if unknown {
+		if before, err = replication.RowsBeforeSlot(ctx, cfg.PGURL, "", cfg.table); err != nil {
+			return kept, err
+		}
+	}
+	var rows int64
+	if before != checkpoint.NoneBeforeSlot && before != "" {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+cfg.table.String()+" WHERE "+replication.BeforeSlotCondition("$1"),
+			before).Scan(&rows); err != nil {
+			return kept, fmt.Errorf("count the rows of %s that predate slot %q: %w", cfg.table, cfg.Slot, err)
+		}
+	}
+	if rows == 0 {
+		before = checkpoint.NoneBeforeSlot
+	}
+	if before != start.BeforeSlot {
+		start.BeforeSlot, start.Replace = before, true
+	}
+	if before == checkpoint.NoneBeforeSlot {
+		return kept, nil
+	}
+	kept.beforeSlot = before
+	msg := "--retention keeps the rows committed before the slot existed: outboxd never published them; " +
+		"publish them (outboxd backfill on a new slot) or delete them yourself (see \"Deleting published rows\")"
+	if unknown {
+		msg = "--retention keeps the rows in the table now: outboxd does not know which rows were committed before the slot existed " +
+			"(the slot was created outside outboxd run and backfill, or by an older outboxd), so some it published stay too; " +
+			"delete them yourself once you know they are published (see \"Deleting published rows\")"
+	}
+	log.Warn().Str("slot", cfg.Slot).Int64("rows", rows).Str("before_slot", before).Msg(msg)
+	return kept, nil
+}
+
+// columnType is the SQL type of a column of table, e.g. "jsonb".
+func columnType(ctx context.Context, conn *pgx.Conn, table replication.Table, column string) (string, error) {
+	var typ string
+	err := conn.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attname = $2 AND NOT attisdropped`, table.String(), column).Scan(&typ)
+	if err != nil {
+		return "", fmt.Errorf("read the type of column %q of %s: %w", column, table, err)
+	}
+	return typ, nil
+}
+
+// deadLetterSize is the SQL expression of a row's payload and id size in
+// its dead letter: the payload as the body (bytea decoded, any other type
+// in its text form, as pgoutput sends it) and the id as Nats-Msg-Id.
+func deadLetterSize(ctx context.Context, conn *pgx.Conn, cfg runConfig) (string, error) {
+	payload, _ := cfg.columns.Mapped("payload")
+	id, _ := cfg.columns.Mapped("id")
+	typ, err := columnType(ctx, conn, cfg.table, payload)
+	if err != nil {
+		return "", err
+	}
+	body := pgx.Identifier{payload}.Sanitize()
+	if typ != "bytea" {
+		body += "::text"
+	}
+	return fmt.Sprintf("coalesce(octet_length(%s), 0) + coalesce(octet_length(%s::text), 0)", body, pgx.Identifier{id}.Sanitize()), nil
 }

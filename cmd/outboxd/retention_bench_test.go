@@ -32,7 +32,7 @@ func BenchmarkRetentionRound(b *testing.B) {
 		b.Fatal(err)
 	}
 	confirmed := func() pglogrepl.LSN { return math.MaxUint64 }
-	r := newRetention(cfg, confirmed, telemetry.NewMetrics(cfg.Stream), zerolog.Nop())
+	r := newRetention(cfg, keptRows{}, confirmed, telemetry.NewMetrics(cfg.Stream), zerolog.Nop())
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {

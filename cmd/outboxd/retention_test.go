@@ -50,6 +50,7 @@ func TestBadRetention(t *testing.T) {
 		{name: "no table", args: []string{"--retention", "0s", "--table", ""}, wantErr: []string{"no table to delete from"}},
 		{name: "batch 0", args: []string{"--retention", "0s", "--retention-batch", "0"}, wantErr: []string{"--retention-batch 0 is out of range: use 1 to 100000"}},
 		{name: "pause too short", args: []string{"--retention", "0s", "--retention-pause", "1ms"}, wantErr: []string{"--retention-pause 1ms is out of range"}},
+		{name: "empty zone", args: []string{"--retention", "1h", "--created-at-zone", " "}, wantErr: []string{"--created-at-zone is empty", "UTC"}},
 		{name: "wait too short", args: []string{"--retention", "0s", "--retention-wait", "100ms"}, wantErr: []string{"--retention-wait 100ms is out of range"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -110,9 +110,16 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if err != nil {
 		return err
 	}
+	var kept keptRows
+	if cfg.retentionOn {
+		if kept, err = prepareRetention(ctx, cfg, &start, nc.MaxPayload(), log); err != nil {
+			return err
+		}
+	}
 	if start.Replace {
-		// The checkpoint holds a position the user gave up (--allow-gap):
-		// replace it now, or the next start would stop on it again.
+		// The checkpoint holds a position the user gave up (--allow-gap),
+		// or what it says of the rows before the slot changed: replace it
+		// now, or the next start would stop on it again, or forget.
 		cp := start.Checkpoint
 		cp.SavedAt = time.Now().UTC()
 		if err := store.Save(ctx, cp); err != nil {
@@ -137,7 +144,7 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 		deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	p.checked.Store(start.From >= start.LSN)
 	if cfg.retentionOn {
-		p.retention = newRetention(cfg, p.confirmable, obs.metrics, log)
+		p.retention = newRetention(cfg, kept, p.confirmable, obs.metrics, log)
 	}
 	if cfg.Heartbeat > 0 {
 		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
@@ -221,7 +228,7 @@ func preflight(ctx context.Context, cfg runConfig) (replication.SlotState, error
 		CheckColumns: cfg.checkColumns, Read: append(cfg.columns.Names(), cfg.template.Columns()...),
 	})
 	if err == nil && cfg.retentionOn {
-		err = checkRetention(ctx, conn, cfg.table)
+		err = checkRetention(ctx, conn, cfg.table, cfg.CreatedAtZone)
 	}
 	return slot, err
 }
@@ -286,18 +293,21 @@ func resumePoint(ctx context.Context, cfg runConfig, stream *replication.Stream,
 			return r, &fatalError{fmt.Errorf("replication slot %q does not exist but checkpoint %s is at %s: the slot was dropped, so events committed since then are not in WAL any more; %s",
 				cfg.Slot, store, saved.LSN, gapFix)}
 		}
-		consistent, err := stream.CreateSlot(ctx)
+		consistent, before, err := createSlot(ctx, cfg, stream)
 		if err != nil {
 			return r, err
 		}
-		log.Info().Str("slot", cfg.Slot).Str("lsn", consistent.String()).Msg("created replication slot")
+		log.Info().Str("slot", cfg.Slot).Str("lsn", consistent.String()).Str("before_slot", before).Msg("created replication slot")
 		slot = replication.SlotState{Exists: true, ConfirmedFlush: consistent}
-		r.Replace = r.Replace || hasCheckpoint
+		// Saved at once: what the slot's snapshot tells of the rows before
+		// it is gone with the snapshot.
+		r.BeforeSlot, r.Replace, hasCheckpoint = before, true, false
 	}
 	r.LSN, r.From = slot.ConfirmedFlush, slot.ConfirmedFlush
 	if !hasCheckpoint {
 		return r, nil
 	}
+	r.BeforeSlot = saved.BeforeSlot
 	if slot.ConfirmedFlush > saved.LSN {
 		if !cfg.AllowGap {
 			return r, &fatalError{fmt.Errorf("replication slot %q is at %s, ahead of checkpoint %s at %s: something outside outboxd advanced or recreated the slot, so events in between were never published; %s",
@@ -312,6 +322,26 @@ func resumePoint(ctx context.Context, cfg runConfig, stream *replication.Stream,
 		r.Restored = resumeFromSlotFix(cfg.Slot, slot.ConfirmedFlush.String(), store, false)
 	}
 	return r, nil
+}
+
+// createSlot creates the replication slot and reads, in the snapshot it
+// exports, which rows of the table it will never send: those committed
+// before it (checkpoint.Checkpoint.BeforeSlot).
+func createSlot(ctx context.Context, cfg runConfig, stream *replication.Stream) (pglogrepl.LSN, string, error) {
+	snap, err := stream.CreateSlotExportingSnapshot(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	before := ""
+	if cfg.Table != "" {
+		if before, err = replication.RowsBeforeSlot(ctx, cfg.PGURL, snap.Name, cfg.table); err != nil {
+			return 0, "", err
+		}
+	}
+	if before == "" {
+		before = checkpoint.NoneBeforeSlot
+	}
+	return snap.ConsistentPoint, before, nil
 }
 
 // resumeFromSlotFix is the way out of a checkpoint that belongs to a
