@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -22,6 +23,14 @@ type PreflightError struct {
 
 func (e *PreflightError) Error() string {
 	return fmt.Sprintf("%s: %s; fix: %s", e.Object, e.Problem, e.Fix)
+}
+
+// MissingPublication reports whether err is the walsender's "publication
+// ... does not exist" (SQLSTATE 42704): the publication was dropped while
+// the slot still had WAL from before to decode.
+func MissingPublication(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42704" && strings.HasPrefix(pgErr.Message, "publication ")
 }
 
 // Permanent reports whether err, returned by this package, cannot be fixed

@@ -40,6 +40,11 @@ var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-int
 type backfillConfig struct {
 	runConfig
 	Where string
+	// Since, when set, selects only rows created since then (by created_at)
+	// and leaves out those whose id the stream holds since then: the
+	// recovery of a slot that can no longer be read (a dropped
+	// publication), see publicationDropped.
+	Since time.Time
 	// progress receives the progress bar or lines (stderr).
 	progress io.Writer
 	// terminal draws a progress bar instead of lines.
@@ -47,9 +52,9 @@ type backfillConfig struct {
 }
 
 func newBackfillCommand() *cobra.Command {
-	var where string
+	var where, since string
 	cmd := &cobra.Command{
-		Use:   "backfill --where PREDICATE",
+		Use:   "backfill --where PREDICATE | --since TIME",
 		Short: "Create the slot and publish the rows an old relay has not sent, from the slot's snapshot",
 		Long: `Create the replication slot and publish, from the snapshot PostgreSQL exports at
 the slot's consistent point, every outbox row that matches --where: the rows a
@@ -60,6 +65,11 @@ neither. Messages carry Nats-Msg-Id = row id, the subject and headers outboxd ru
 gives the same row, and the header Outbox-Backfill: true, so JetStream drops
 what the old relay publishes of them within the stream's duplicate window.
 
+With --since TIME it publishes the rows created (by created_at) since TIME that
+the stream does not hold yet, reading the ids the stream holds since TIME first:
+the recovery from a slot that can no longer be read, as the error that stops
+outboxd run then says (a dropped publication). --where then narrows it further.
+
 Rows go out in (created_at, id) order. backfill fails if the slot exists (its
 snapshot is gone) or a checkpoint for it exists. On any failure after creating
 the slot it drops the slot again, so it can simply be run again. It exits when
@@ -68,15 +78,19 @@ It takes run's flags; the ones only a running relay uses are accepted and ignore
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&where, "where", "", `SQL predicate on the outbox table selecting the rows to publish, e.g. '"ProcessedAt" IS NULL' or '"Status" = 0' (runs read-only in the snapshot)`)
+	cmd.Flags().StringVar(&since, "since", "", `publish the rows created since this time (RFC 3339, e.g. 2026-12-05T14:00:00Z, by the created_at column) that the stream does not hold yet`)
 	withRunSettings(cmd, func(cmd *cobra.Command, run runConfig) error {
 		if run.Table == "" {
 			return errors.New("--table is empty: backfill reads the rows of an outbox table; name it (logical messages leave no rows to backfill)")
 		}
-		if strings.TrimSpace(where) == "" {
+		cfg := backfillConfig{runConfig: run, Where: where, progress: os.Stderr, terminal: isTerminal(os.Stderr)}
+		if err := cfg.parseSince(since); err != nil {
+			return err
+		}
+		if strings.TrimSpace(cfg.Where) == "" {
 			return errors.New(`--where is empty: give the predicate of the rows the old relay has not sent, e.g. --where '"ProcessedAt" IS NULL', or --where true for every row`)
 		}
 		log, _ := newLogger(run.LogLevel)
-		cfg := backfillConfig{runConfig: run, Where: where, progress: os.Stderr, terminal: isTerminal(os.Stderr)}
 		return runBackfill(cmd.Context(), cfg, log, cmd.OutOrStdout())
 	})
 	for _, name := range relayOnlyFlags {
@@ -105,6 +119,16 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 	if err := checkBackfillTargets(ctx, cfg, js, nc, log); err != nil {
 		return err
 	}
+	var published map[string]struct{}
+	if !cfg.Since.IsZero() {
+		if cfg.Where, err = cfg.sinceWhere(ctx); err != nil {
+			return err
+		}
+		if published, err = publishedSince(ctx, js, cfg.Stream, cfg.Since.Add(-sinceSkew)); err != nil {
+			return err
+		}
+		log.Info().Time("since", cfg.Since).Int("in_stream", len(published)).Msg("read the ids the stream holds since --since")
+	}
 	if err := checkSnapshotRead(ctx, cfg); err != nil {
 		return err
 	}
@@ -126,7 +150,7 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 		Msg("created replication slot with an exported snapshot")
 	// The replication connection stays open and idle until the read is
 	// done: closing it, or any command on it, ends the exported snapshot.
-	counts, err := publishSnapshot(ctx, cfg, js, nc, snap, created, log)
+	counts, err := publishSnapshot(ctx, cfg, js, nc, snap, created, published, log)
 	stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a walsender not streaming has nothing to confirm
 	if err != nil {
 		return abandonSlot(ctx, cfg.runConfig, err)
@@ -137,7 +161,10 @@ func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, ou
 		log.Warn().Err(err).Msg("the backfill is complete, but its checkpoint was not saved: --retention will keep the rows that were in the table before the slot")
 	}
 	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s (%d of them acknowledged as held already, %d dead-lettered)\n",
-		counts.done.Load(), cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream, counts.duplicates.Load(), counts.dead.Load())
+		counts.done.Load()-counts.held.Load(), cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream, counts.duplicates.Load(), counts.dead.Load())
+	if published != nil {
+		fmt.Fprintf(out, "left out %d rows created since %s that the stream holds already\n", counts.held.Load(), cfg.Since.Format(time.RFC3339))
+	}
 	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
 		cfg.Slot, snap.ConsistentPoint)
 	return nil
@@ -266,7 +293,7 @@ func dropSlot(ctx context.Context, pgURL, slot string) error {
 // publishes every row matching the predicate through the run's publisher
 // and returns the counts of what was acknowledged.
 func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetStream, nc *nats.Conn,
-	snap replication.SlotSnapshot, created time.Time, log zerolog.Logger) (*backfillProgress, error) {
+	snap replication.SlotSnapshot, created time.Time, published map[string]struct{}, log zerolog.Logger) (*backfillProgress, error) {
 	read, err := replication.BeginSnapshotRead(ctx, cfg.PGURL, snap.Name, cfg.snapshotQuery())
 	if err != nil {
 		return nil, err
@@ -301,7 +328,7 @@ func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetSt
 	items := make(chan sink.Item, channelSize)
 	g.Go(func() error {
 		defer close(items)
-		return sendRows(gctx, read, rows, cfg.DeadLetter != "", items)
+		return sendRows(gctx, read, rows, cfg.DeadLetter != "", published, progress, items)
 	})
 	g.Go(func() error { return publisher.Run(gctx, items, progress) })
 	err = g.Wait()
@@ -355,14 +382,18 @@ func checkSnapshotRead(ctx context.Context, cfg backfillConfig) error {
 }
 
 // sendRows reads the selected rows and hands each on as an event (or, with
-// a dead-letter subject, a row that cannot be one as a dead letter).
-func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder.SnapshotReader, deadLetters bool, items chan<- sink.Item) error {
+// a dead-letter subject, a row that cannot be one as a dead letter). A row
+// whose id is in published is left out and counted held by progress.
+func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder.SnapshotReader, deadLetters bool,
+	published map[string]struct{}, progress *backfillProgress, items chan<- sink.Item) error {
 	var seq uint64
 	return read.Rows(ctx, func(values [][]byte) error {
 		var item sink.Item
 		ev, err := rows.Event(values)
 		var rowErr *decoder.RowError
 		switch {
+		case err == nil && inSet(published, ev.ID):
+			return progress.leftOut()
 		case err == nil:
 			ev.Headers = append(ev.Headers, decoder.Header{Key: headerBackfill, Value: "true"})
 			item.Event = ev
@@ -388,4 +419,9 @@ func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder
 			return ctx.Err()
 		}
 	})
+}
+
+func inSet(set map[string]struct{}, key string) bool {
+	_, ok := set[key]
+	return ok
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,10 @@ type backfillProgress struct {
 	// (the old relay, or an earlier backfill, stored the id first) and
 	// dead letters; the publisher reports them as an Observer.
 	duplicates, dead atomic.Int64
+	// held counts the rows left out because the stream holds them (backfill
+	// --since); they count as done.
+	held atomic.Int64
+	mu   sync.Mutex // serialises Ack's drawing
 	start            time.Time
 	// bar is nil when not on a terminal; then lines go to out.
 	bar      *progressbar.ProgressBar
@@ -59,8 +64,17 @@ func newProgress(out io.Writer, terminal bool, total int64) *backfillProgress {
 	return p
 }
 
+// leftOut records a row the stream holds already, not published again.
+func (p *backfillProgress) leftOut() error {
+	p.held.Add(1)
+	return p.Ack(0)
+}
+
 // Ack records one acknowledged row; the publisher calls it in order.
 func (p *backfillProgress) Ack(uint64) error {
+	// leftOut's rows come from the reading goroutine.
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	done := p.done.Add(1)
 	if p.bar != nil {
 		return p.bar.Set64(done)

@@ -162,7 +162,11 @@ func runSession(ctx context.Context, cfg runConfig, nc *nats.Conn, log zerolog.L
 	if ctx.Err() == nil {
 		obs.health.Set(telemetry.Streaming, "")
 	}
-	return p.run(ctx)
+	err = p.run(ctx)
+	if replication.MissingPublication(err) {
+		return publicationDropped(ctx, cfg, store, err)
+	}
+	return err
 }
 
 // fastPublishing resolves --publish-mode: whether this session publishes
