@@ -29,9 +29,9 @@ type backfillProgress struct {
 	duplicates, dead atomic.Int64
 	// held counts the rows left out because the stream holds them (backfill
 	// --since); they count as done.
-	held atomic.Int64
-	mu   sync.Mutex // serialises Ack's drawing
-	start            time.Time
+	held  atomic.Int64
+	mu    sync.Mutex // serialises Ack's drawing
+	start time.Time
 	// bar is nil when not on a terminal; then lines go to out.
 	bar      *progressbar.ProgressBar
 	out      io.Writer
