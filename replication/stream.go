@@ -377,15 +377,15 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 // sendStatus reports write = received, flush = apply = durable. The flush
 // position is always set explicitly: pglogrepl copies write into a zero flush,
 // which would confirm WAL that JetStream has not acknowledged (invariant 7).
-// Neither passes the server's WAL end: PostgreSQL stores a confirmed
+// Flush never passes the server's WAL end: PostgreSQL stores a confirmed
 // position it has not written yet in the slot, and would then skip the
-// transactions it writes up to there.
+// transactions it writes up to there. (Write is only reported.)
 func (s *Stream) sendStatus(replyRequested bool) error {
 	if s.durable == nil {
 		return nil // not streaming: there is nothing to confirm
 	}
 	flush := min(s.durable(), s.serverWAL)
-	write := min(max(s.received, flush), s.serverWAL)
+	write := max(s.received, flush)
 	if flush == 0 {
 		write = 0 // nothing durable yet: confirm nothing
 	}
