@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // Columns names the outbox table's column for each Event field.
@@ -131,9 +133,9 @@ type Change struct {
 	Kind Kind
 	// Tx is the current transaction for Begin, Insert, Commit and a
 	// transactional Message; for StreamCommit, the transaction to Replay.
-	Tx TxInfo
+	Tx event.TxInfo
 	// Event is the outbox row, for Insert only.
-	Event *Event
+	Event *event.Event
 	// EndLSN is the Commit message's transaction end LSN, for Commit and
 	// StreamCommit only: the position to confirm once every event of the
 	// transaction is acked.
@@ -156,7 +158,7 @@ type Decoder struct {
 
 	rels    map[uint32]*relation
 	inTx    bool
-	tx      TxInfo
+	tx      event.TxInfo
 	events  int    // the current transaction's events so far (RowError.Ordinal)
 	scratch []byte // reused to gather an event's strings into one allocation
 
@@ -313,12 +315,12 @@ func (d *Decoder) decodeBegin(body []byte) (Change, error) {
 	if d.inTx {
 		return Change{}, malformed("begin of xid %d inside transaction xid %d", xid, d.tx.Xid)
 	}
-	d.begin(TxInfo{Xid: xid, CommitLSN: pglogrepl.LSN(finalLSN), CommitTime: pgTime(int64(ts))})
+	d.begin(event.TxInfo{Xid: xid, CommitLSN: pglogrepl.LSN(finalLSN), CommitTime: pgTime(int64(ts))})
 	return Change{Kind: Begin, Tx: d.tx}, nil
 }
 
 // begin enters transaction tx.
-func (d *Decoder) begin(tx TxInfo) {
+func (d *Decoder) begin(tx event.TxInfo) {
 	d.inTx, d.tx, d.events = true, tx, 0
 }
 
@@ -336,6 +338,6 @@ func (d *Decoder) decodeCommit(body []byte) (Change, error) {
 	}
 	tx := d.tx
 	d.inTx = false
-	d.tx = TxInfo{}
+	d.tx = event.TxInfo{}
 	return Change{Kind: Commit, Tx: tx, EndLSN: pglogrepl.LSN(endLSN)}, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // matchErr checks err against want: nil means no error; a *RowError or
@@ -21,10 +23,10 @@ func matchErr(tb testing.TB, err, want error) {
 		if err != nil {
 			tb.Fatalf("unexpected error: %v", err)
 		}
-	case *RowError:
-		var got *RowError
+	case *event.RowError:
+		var got *event.RowError
 		if !errors.As(err, &got) {
-			tb.Fatalf("error = %v, want a *RowError", err)
+			tb.Fatalf("error = %v, want a *event.RowError", err)
 		}
 		if got.Column != w.Column || got.EventID != w.EventID {
 			tb.Fatalf("RowError column %q id %q, want column %q id %q (%v)", got.Column, got.EventID, w.Column, w.EventID, err)
@@ -80,7 +82,7 @@ func TestNew(t *testing.T) {
 
 func TestDecodeTransaction(t *testing.T) {
 	d := newDecoder(t, Config{}, outboxRelation())
-	wantTx := TxInfo{Xid: testXid, CommitLSN: beginLSN, CommitTime: commitTime}
+	wantTx := event.TxInfo{Xid: testXid, CommitLSN: beginLSN, CommitTime: commitTime}
 
 	if d.InTransaction() {
 		t.Fatal("InTransaction before Begin")
@@ -109,7 +111,7 @@ func TestDecodeTransaction(t *testing.T) {
 		t.Fatal("InTransaction after Commit")
 	}
 	// The next transaction starts clean.
-	next := TxInfo{Xid: testXid + 1, CommitLSN: 0x20000000, CommitTime: pgEpoch}
+	next := event.TxInfo{Xid: testXid + 1, CommitLSN: 0x20000000, CommitTime: pgEpoch}
 	ch, err = d.Decode(0x1FFFFFF0, beginMsg(next.CommitLSN, next.CommitTime, next.Xid))
 	if err != nil || ch.Tx != next {
 		t.Fatalf("second Begin = %+v, %v; want Tx %+v", ch, err, next)
@@ -198,11 +200,11 @@ func TestDecodeIgnored(t *testing.T) {
 type wantEvent struct {
 	ID, AggregateType, AggregateID, EventType string
 	Payload                                   []byte
-	Headers                                   []Header
+	Headers                                   []event.Header
 	CreatedAt                                 time.Time
 }
 
-func eventFields(ev *Event) wantEvent {
+func eventFields(ev *event.Event) wantEvent {
 	return wantEvent{ev.ID, ev.AggregateType, ev.AggregateID, ev.EventType, ev.Payload, ev.Headers, ev.CreatedAt}
 }
 
@@ -220,7 +222,7 @@ func TestDecodeInsert(t *testing.T) {
 		AggregateID:   "42",
 		EventType:     "order.created",
 		Payload:       []byte(`{"total": 1999, "currency": "EUR"}`),
-		Headers:       []Header{{"trace-id", "abc"}, {"content-type", "application/json"}},
+		Headers:       []event.Header{{Key: "trace-id", Value: "abc"}, {Key: "content-type", Value: "application/json"}},
 		CreatedAt:     commitTime,
 	}
 	with := func(f func(*wantEvent)) wantEvent {
@@ -300,15 +302,15 @@ func TestDecodeInsert(t *testing.T) {
 		{name: "id as text", cols: withType("id", oidText), row: rowWith(0, text("evt-1")), want: with(func(w *wantEvent) { w.ID = "evt-1" })},
 		{name: "id as varchar", cols: withType("id", oidVarchar), row: rowWith(0, text("evt-1")), want: with(func(w *wantEvent) { w.ID = "evt-1" })},
 
-		{name: "null id", row: rowWith(0, null), wantErr: &RowError{Column: "id"}},
-		{name: "unchanged id", row: rowWith(0, unchanged), wantErr: &RowError{Column: "id"}},
-		{name: "binary id", row: rowWith(0, binval("0123456789abcdef")), wantErr: &RowError{Column: "id"}},
-		{name: "empty id", row: rowWith(0, text("")), wantErr: &RowError{Column: "id"}},
+		{name: "null id", row: rowWith(0, null), wantErr: &event.RowError{Column: "id"}},
+		{name: "unchanged id", row: rowWith(0, unchanged), wantErr: &event.RowError{Column: "id"}},
+		{name: "binary id", row: rowWith(0, binval("0123456789abcdef")), wantErr: &event.RowError{Column: "id"}},
+		{name: "empty id", row: rowWith(0, text("")), wantErr: &event.RowError{Column: "id"}},
 		{name: "null aggregate_type is empty", row: rowWith(1, null), want: with(func(w *wantEvent) { w.AggregateType = "" })},
 		{name: "null aggregate_id is empty", row: rowWith(2, null), want: with(func(w *wantEvent) { w.AggregateID = "" })},
 		{name: "null event_type is empty", row: rowWith(3, null), want: with(func(w *wantEvent) { w.EventType = "" })},
-		{name: "unchanged event_type", row: rowWith(3, unchanged), wantErr: &RowError{Column: "event_type", EventID: testID}},
-		{name: "binary aggregate_id", row: rowWith(2, binval("x")), wantErr: &RowError{Column: "aggregate_id", EventID: testID}},
+		{name: "unchanged event_type", row: rowWith(3, unchanged), wantErr: &event.RowError{Column: "event_type", EventID: testID}},
+		{name: "binary aggregate_id", row: rowWith(2, binval("x")), wantErr: &event.RowError{Column: "aggregate_id", EventID: testID}},
 		{
 			name: "only id and payload mapped",
 			cfg:  Config{Columns: Columns{ID: "id", Payload: "payload"}},
@@ -316,16 +318,16 @@ func TestDecodeInsert(t *testing.T) {
 				w.AggregateType, w.AggregateID, w.EventType, w.Headers, w.CreatedAt = "", "", "", nil, time.Time{}
 			}),
 		},
-		{name: "null payload", row: rowWith(4, null), wantErr: &RowError{Column: "payload", EventID: testID}},
-		{name: "unchanged payload", row: rowWith(4, unchanged), wantErr: &RowError{Column: "payload", EventID: testID}},
-		{name: "unchanged headers", row: rowWith(5, unchanged), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "unchanged created_at", row: rowWith(6, unchanged), wantErr: &RowError{Column: "created_at", EventID: testID}},
-		{name: "binary created_at", row: rowWith(6, binval("\x00\x01\x02\x03\x04\x05\x06\x07")), wantErr: &RowError{Column: "created_at", EventID: testID}},
+		{name: "null payload", row: rowWith(4, null), wantErr: &event.RowError{Column: "payload", EventID: testID}},
+		{name: "unchanged payload", row: rowWith(4, unchanged), wantErr: &event.RowError{Column: "payload", EventID: testID}},
+		{name: "unchanged headers", row: rowWith(5, unchanged), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "unchanged created_at", row: rowWith(6, unchanged), wantErr: &event.RowError{Column: "created_at", EventID: testID}},
+		{name: "binary created_at", row: rowWith(6, binval("\x00\x01\x02\x03\x04\x05\x06\x07")), wantErr: &event.RowError{Column: "created_at", EventID: testID}},
 		{
 			name:    "binary value in unmapped column",
 			cols:    append(outboxCols(), col{name: "seq", oid: 20}),
 			row:     append(outboxRow(), binval("\x00\x00\x00\x00\x00\x00\x00\x07")),
-			wantErr: &RowError{Column: "seq", EventID: testID},
+			wantErr: &event.RowError{Column: "seq", EventID: testID},
 		},
 		{
 			name: "unchanged unmapped column is fine",
@@ -337,38 +339,38 @@ func TestDecodeInsert(t *testing.T) {
 		{
 			name: "headers keep order",
 			row:  rowWith(5, text(`{"z": "1", "a": "2", "m": "3"}`)),
-			want: with(func(w *wantEvent) { w.Headers = []Header{{"z", "1"}, {"a", "2"}, {"m", "3"}} }),
+			want: with(func(w *wantEvent) { w.Headers = []event.Header{{Key: "z", Value: "1"}, {Key: "a", Value: "2"}, {Key: "m", Value: "3"}} }),
 		},
 		{
 			name: "json headers keep duplicates and escapes",
 			cols: withType("headers", oidJSON),
 			row:  rowWith(5, text(`{"k\"1":"caf\u00e9","k\"1":"2"}`)),
-			want: with(func(w *wantEvent) { w.Headers = []Header{{`k"1`, "café"}, {`k"1`, "2"}} }),
+			want: with(func(w *wantEvent) { w.Headers = []event.Header{{Key: `k"1`, Value: "café"}, {Key: `k"1`, Value: "2"}} }),
 		},
 		{name: "empty headers object", row: rowWith(5, text(`{}`)), want: with(func(w *wantEvent) { w.Headers = nil })},
-		{name: "headers number value", row: rowWith(5, text(`{"a": "1", "b": 2}`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers nested object", row: rowWith(5, text(`{"a": {"b": "c"}}`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers null value", row: rowWith(5, text(`{"a": null}`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers array", row: rowWith(5, text(`["a", "b"]`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers json null", row: rowWith(5, text(`null`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers string", row: rowWith(5, text(`"a"`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers invalid json", row: rowWith(5, text(`{"a": "b"`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers trailing data", row: rowWith(5, text(`{"a": "b"} {}`)), wantErr: &RowError{Column: "headers", EventID: testID}},
-		{name: "headers empty text", row: rowWith(5, text(``)), wantErr: &RowError{Column: "headers", EventID: testID}},
+		{name: "headers number value", row: rowWith(5, text(`{"a": "1", "b": 2}`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers nested object", row: rowWith(5, text(`{"a": {"b": "c"}}`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers null value", row: rowWith(5, text(`{"a": null}`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers array", row: rowWith(5, text(`["a", "b"]`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers json null", row: rowWith(5, text(`null`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers string", row: rowWith(5, text(`"a"`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers invalid json", row: rowWith(5, text(`{"a": "b"`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers trailing data", row: rowWith(5, text(`{"a": "b"} {}`)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
+		{name: "headers empty text", row: rowWith(5, text(``)), wantErr: &event.RowError{Column: "headers", EventID: testID}},
 
 		{name: "bytea payload", cols: withType("payload", oidBytea), row: rowWith(4, text(`\x00ff10AB`)), want: with(func(w *wantEvent) { w.Payload = []byte{0x00, 0xff, 0x10, 0xab} })},
 		{name: "empty bytea payload", cols: withType("payload", oidBytea), row: rowWith(4, text(`\x`)), want: with(func(w *wantEvent) { w.Payload = []byte{} })},
-		{name: "bytea odd hex", cols: withType("payload", oidBytea), row: rowWith(4, text(`\x0`)), wantErr: &RowError{Column: "payload", EventID: testID}},
-		{name: "bytea bad hex", cols: withType("payload", oidBytea), row: rowWith(4, text(`\xzz`)), wantErr: &RowError{Column: "payload", EventID: testID}},
-		{name: "bytea escape format", cols: withType("payload", oidBytea), row: rowWith(4, text(`abc\000`)), wantErr: &RowError{Column: "payload", EventID: testID}},
+		{name: "bytea odd hex", cols: withType("payload", oidBytea), row: rowWith(4, text(`\x0`)), wantErr: &event.RowError{Column: "payload", EventID: testID}},
+		{name: "bytea bad hex", cols: withType("payload", oidBytea), row: rowWith(4, text(`\xzz`)), wantErr: &event.RowError{Column: "payload", EventID: testID}},
+		{name: "bytea escape format", cols: withType("payload", oidBytea), row: rowWith(4, text(`abc\000`)), wantErr: &event.RowError{Column: "payload", EventID: testID}},
 		{name: "json payload as sent", cols: withType("payload", oidJSON), row: rowWith(4, text(" {\"a\" :1 } ")), want: with(func(w *wantEvent) { w.Payload = []byte(" {\"a\" :1 } ") })},
 		{name: "text payload as sent", cols: withType("payload", oidText), row: rowWith(4, text("\\x00 not json")), want: with(func(w *wantEvent) { w.Payload = []byte("\\x00 not json") })},
 
 		{name: "created_at with offset", row: rowWith(6, text("2026-12-02 21:09:55.123456+05:30")), want: defaultWant},
 		{name: "created_at without fraction", row: rowWith(6, text("2026-12-02 15:39:55+00")), want: with(func(w *wantEvent) { w.CreatedAt = commitTime.Truncate(time.Second) })},
 		{name: "created_at timestamp without time zone", cols: withType("created_at", oidTimestamp), row: rowWith(6, text("2026-12-02 15:39:55.123456")), want: defaultWant},
-		{name: "created_at infinity", row: rowWith(6, text("infinity")), wantErr: &RowError{Column: "created_at", EventID: testID}},
-		{name: "created_at other DateStyle", row: rowWith(6, text("Wed Dec 02 15:39:55.123456 2026 UTC")), wantErr: &RowError{Column: "created_at", EventID: testID}},
+		{name: "created_at infinity", row: rowWith(6, text("infinity")), wantErr: &event.RowError{Column: "created_at", EventID: testID}},
+		{name: "created_at other DateStyle", row: rowWith(6, text("Wed Dec 02 15:39:55.123456 2026 UTC")), wantErr: &event.RowError{Column: "created_at", EventID: testID}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -390,7 +392,7 @@ func TestDecodeInsert(t *testing.T) {
 			ch, err := d.Decode(rowLSN, insertMsg(outboxRelID, rowVals...))
 			matchErr(t, err, tt.wantErr)
 			if err != nil {
-				var re *RowError
+				var re *event.RowError
 				if errors.As(err, &re) && (re.Xid != testXid || re.LSN != rowLSN || re.Reason == "") {
 					t.Fatalf("RowError %+v, want xid %d, lsn %s and a reason", re, testXid, rowLSN)
 				}
@@ -449,7 +451,7 @@ func TestEventColumn(t *testing.T) {
 			}
 		})
 	}
-	var zero Event
+	var zero event.Event
 	if v, ok := zero.Column("id"); ok || v != "" {
 		t.Fatalf("zero Event Column = %q, %v", v, ok)
 	}
@@ -580,12 +582,12 @@ func TestErrorMessages(t *testing.T) {
 	}{
 		{
 			name: "row error with id",
-			err:  &RowError{EventID: "e-1", Xid: 771, LSN: 0x16B3748, Column: "payload", Reason: "is NULL"},
+			err:  &event.RowError{EventID: "e-1", Xid: 771, LSN: 0x16B3748, Column: "payload", Reason: "is NULL"},
 			want: `outbox row id "e-1" (xid 771, lsn 0/16B3748): column "payload" is NULL`,
 		},
 		{
 			name: "row error without id",
-			err:  &RowError{Xid: 5, LSN: 0x100000000, Column: "id", Reason: "is empty"},
+			err:  &event.RowError{Xid: 5, LSN: 0x100000000, Column: "id", Reason: "is empty"},
 			want: `outbox row id unknown (xid 5, lsn 1/0): column "id" is empty`,
 		},
 		{
@@ -751,17 +753,17 @@ func TestRowErrorKeepsRow(t *testing.T) {
 		wantID      string
 		wantType    string
 		wantPayload string
-		wantHeaders []Header
+		wantHeaders []event.Header
 	}{
 		{name: "header value a number", row: rowWith(5, text(`{"retries": 3}`)), wantID: testID, wantType: "order", wantPayload: `{"total": 1999, "currency": "EUR"}`},
 		{name: "null id", row: rowWith(0, null), wantType: "order", wantPayload: `{"total": 1999, "currency": "EUR"}`,
-			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+			wantHeaders: []event.Header{{Key: "trace-id", Value: "abc"}, {Key: "content-type", Value: "application/json"}}},
 		{name: "null payload", row: rowWith(4, null), wantID: testID, wantType: "order",
-			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+			wantHeaders: []event.Header{{Key: "trace-id", Value: "abc"}, {Key: "content-type", Value: "application/json"}}},
 		{name: "binary aggregate type", row: rowWith(1, binval("x")), wantID: testID, wantPayload: `{"total": 1999, "currency": "EUR"}`,
-			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+			wantHeaders: []event.Header{{Key: "trace-id", Value: "abc"}, {Key: "content-type", Value: "application/json"}}},
 		{name: "bad bytea kept as sent", cols: colsWithType("payload", oidBytea), row: rowWith(4, text(`\xzz`)), wantID: testID, wantType: "order", wantPayload: `\xzz`,
-			wantHeaders: []Header{{"trace-id", "abc"}, {"content-type", "application/json"}}},
+			wantHeaders: []event.Header{{Key: "trace-id", Value: "abc"}, {Key: "content-type", Value: "application/json"}}},
 		{name: "bytea decoded", cols: colsWithType("payload", oidBytea), row: []val{text(testID), text("order"), text("42"), text("t"), text(`\x6869`), text(`[]`), null},
 			wantID: testID, wantType: "order", wantPayload: "hi"},
 	}
@@ -773,9 +775,9 @@ func TestRowErrorKeepsRow(t *testing.T) {
 			}
 			d := newDecoder(t, Config{}, relationMsg(outboxRelID, "public", "outbox", cols...), testBegin())
 			_, err := d.Decode(rowLSN, insertMsg(outboxRelID, tt.row...))
-			var re *RowError
+			var re *event.RowError
 			if !errors.As(err, &re) {
-				t.Fatalf("error = %v, want a *RowError", err)
+				t.Fatalf("error = %v, want a *event.RowError", err)
 			}
 			got := re.Row
 			if got == nil {
@@ -800,7 +802,7 @@ func TestRowErrorKeepsRow(t *testing.T) {
 			var got []int
 			for _, row := range [][]val{outboxRow(), rowWith(0, null), rowWith(0, null)} {
 				_, err := d.Decode(rowLSN, insertMsg(outboxRelID, row...))
-				var re *RowError
+				var re *event.RowError
 				if errors.As(err, &re) {
 					got = append(got, re.Ordinal)
 				}

@@ -2,17 +2,17 @@ package decoder
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
+
+	"github.com/outboxd/outboxd/event"
 )
 
-var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in testdata/fuzz/FuzzDecode, FuzzDecodeV2 and FuzzEnvelope")
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite the built seeds in testdata/fuzz/FuzzDecode and FuzzDecodeV2")
 
 // fuzzSeeds are built messages decoded after fuzzSetup: valid rows, rows
 // that fail, and every other message kind. Files under
@@ -89,7 +89,7 @@ func FuzzDecode(f *testing.F) {
 
 func checkDecodeResult(t *testing.T, ch Change, err error) {
 	t.Helper()
-	var re *RowError
+	var re *event.RowError
 	var se *SchemaError
 	if err != nil {
 		if !errors.Is(err, ErrMalformed) && !errors.As(err, &re) && !errors.As(err, &se) {
@@ -113,14 +113,14 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 		t.Fatal("Insert with an empty event id")
 	}
 	if ch.Event.FromMessage {
-		env := Envelope{ID: ch.Event.ID, AggregateType: ch.Event.AggregateType, AggregateID: ch.Event.AggregateID,
+		env := event.Envelope{ID: ch.Event.ID, AggregateType: ch.Event.AggregateType, AggregateID: ch.Event.AggregateID,
 			EventType: ch.Event.EventType, Payload: ch.Event.Payload}
 		if err := env.Validate(); err != nil {
 			t.Fatalf("event from an envelope that Validate refuses: %v", err)
 		}
 		return
 	}
-	for _, c := range ch.Event.row.rel.cols {
+	for _, c := range ch.Event.Row.(*row).rel.cols {
 		ch.Event.Column(c.name)
 	}
 }
@@ -130,70 +130,6 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 func TestFuzzCorpus(t *testing.T) {
 	checkCorpus(t, "FuzzDecode", fuzzSeeds())
 	checkCorpus(t, "FuzzDecodeV2", fuzzSeedsV2())
-	checkCorpus(t, "FuzzEnvelope", envelopeSeeds())
-}
-
-// envelopeSeeds are message contents: valid envelopes, each kind of bad one.
-func envelopeSeeds() map[string][]byte {
-	return map[string][]byte{
-		"full":         []byte(testEnvelope),
-		"minimal":      []byte(`{"id":"x","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":null}`),
-		"escapes":      []byte(`{"id":"\u0078","aggregate_type":"caf\u00e9","aggregate_id":"1","event_type":"e","payload":"\n","headers":{"K":"\t"}}`),
-		"duplicate":    []byte(`{"id":"x","id":"y","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1}`),
-		"unknown-key":  []byte(`{"id":"x","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1,"extra":2}`),
-		"wrong-type":   []byte(`{"id":1,"aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1}`),
-		"bad-headers":  []byte(`{"id":"x","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1,"headers":{"a":[1]}}`),
-		"not-json":     []byte(`{"id":`),
-		"array":        []byte(`[{"id":"x"}]`),
-		"control-char": []byte(`{"id":"x\r\nNats-Msg-Id: y","aggregate_type":"a","aggregate_id":"1","event_type":"e","payload":1}`),
-	}
-}
-
-// FuzzEnvelope: ParseEnvelope never panics; what it accepts passes
-// Validate, and marshals (as the outbox package does) to an envelope that
-// parses back to the same.
-func FuzzEnvelope(f *testing.F) {
-	for _, seed := range envelopeSeeds() {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, content []byte) {
-		env, err := ParseEnvelope(content)
-		if err != nil {
-			var envErr *EnvelopeError
-			if !errors.As(err, &envErr) {
-				t.Fatalf("error of type %T: %v", err, err)
-			}
-			return
-		}
-		if err := env.Validate(); err != nil {
-			t.Fatalf("ParseEnvelope accepted %q, Validate refuses it: %v", content, err)
-		}
-		raw, err := json.Marshal(env)
-		if err != nil {
-			t.Fatalf("marshal %+v: %v", env, err)
-		}
-		again, err := ParseEnvelope(raw)
-		if err != nil {
-			t.Fatalf("%q parsed, its marshalled form %q does not: %v", content, raw, err)
-		}
-		if again.ID != env.ID || again.AggregateType != env.AggregateType || again.AggregateID != env.AggregateID ||
-			again.EventType != env.EventType || !reflect.DeepEqual(again.Headers, env.Headers) || !jsonEqual(t, again.Payload, env.Payload) {
-			t.Fatalf("%q parsed as %+v, its marshalled form as %+v", content, env, again)
-		}
-	})
-}
-
-// jsonEqual compares two JSON texts by value (Marshal compacts a payload).
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &vb); err != nil {
-		t.Fatal(err)
-	}
-	return reflect.DeepEqual(va, vb)
 }
 
 func checkCorpus(t *testing.T, target string, seeds map[string][]byte) {
@@ -313,7 +249,7 @@ func checkReplay(t *testing.T, d *Decoder, sc Change) {
 	var got []Kind
 	for ch, err := range d.Replay(sc.Tx.Xid) {
 		if err != nil {
-			var re *RowError
+			var re *event.RowError
 			var se *SchemaError
 			if !errors.As(err, &re) && !errors.As(err, &se) {
 				t.Fatalf("replay: error %T: %v", err, err)

@@ -2,6 +2,8 @@ package decoder
 
 import (
 	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // rawValue is one mapped column of an Insert's tuple.
@@ -93,10 +95,10 @@ func (d *Decoder) parseInsert(body []byte, needTx bool, ins *insertTuple) error 
 }
 
 // newEvent maps a validated outbox tuple to an Event.
-func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue, binaryCol int) (*Event, error) {
+func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue, binaryCol int) (*event.Event, error) {
 	d.events++
-	rowErr := func(f field, id, reason string) *RowError {
-		return &RowError{EventID: id, Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[rel.fieldCol[f]].name, Reason: reason,
+	rowErr := func(f field, id, reason string) *event.RowError {
+		return &event.RowError{EventID: id, Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[rel.fieldCol[f]].name, Reason: reason,
 			Row: d.partialEvent(walStart, rel, tuple, vals), Ordinal: d.events}
 	}
 
@@ -109,7 +111,7 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	}
 	id := vals[fID].val
 	if binaryCol >= 0 {
-		return nil, &RowError{EventID: string(id), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason,
+		return nil, &event.RowError{EventID: string(id), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason,
 			Row: d.partialEvent(walStart, rel, tuple, vals), Ordinal: d.events}
 	}
 	if reason := requireText(vals[fPayload]); reason != "" {
@@ -136,12 +138,12 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 		payload = p
 	}
 
-	var headers []Header
+	var headers []event.Header
 	if rel.fieldCol[fHeaders] >= 0 {
 		switch v := vals[fHeaders]; v.kind {
 		case 'n':
 		case 't':
-			h, err := parseHeaders(v.val)
+			h, err := event.ParseHeaders(v.val)
 			if err != nil {
 				return nil, rowErr(fHeaders, string(id), err.Error())
 			}
@@ -151,7 +153,7 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 		}
 	}
 
-	var ev Event
+	ev := newRowEvent(rel, tuple)
 	if rel.fieldCol[fCreatedAt] >= 0 {
 		switch v := vals[fCreatedAt]; v.kind {
 		case 'n':
@@ -186,23 +188,23 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	ev.LSN = walStart
 	ev.Payload = payload
 	ev.Headers = headers
-	ev.row = row{rel: rel, tuple: tuple}
-	return &ev, nil
+	return ev, nil
 }
 
 // partialEvent is a row that cannot become an Event, as far as it can be
 // read, for its dead letter: each text field that came as text, the
 // headers when they parse, and the payload decoded when it decodes, else
 // exactly as sent. Only rows in error take this slower path.
-func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue) *Event {
+func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue) *event.Event {
 	text := func(f field) string {
 		if rel.fieldCol[f] < 0 || vals[f].kind != 't' {
 			return ""
 		}
 		return string(vals[f].val)
 	}
-	ev := &Event{Tx: d.tx, LSN: walStart, ID: text(fID), AggregateType: text(fAggregateType),
-		AggregateID: text(fAggregateID), EventType: text(fEventType), row: row{rel: rel, tuple: tuple}}
+	ev := newRowEvent(rel, tuple)
+	ev.Tx, ev.LSN, ev.ID, ev.AggregateType, ev.AggregateID, ev.EventType = d.tx, walStart, text(fID), text(fAggregateType),
+		text(fAggregateID), text(fEventType)
 	if v := vals[fPayload]; v.kind == 't' || v.kind == 'b' {
 		ev.Payload = v.val
 		if v.kind == 't' && rel.cols[rel.fieldCol[fPayload]].typ == oidBytea {
@@ -212,7 +214,7 @@ func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []by
 		}
 	}
 	if rel.fieldCol[fHeaders] >= 0 && vals[fHeaders].kind == 't' {
-		ev.Headers, _ = parseHeaders(vals[fHeaders].val) // a dead letter without them still has its reason
+		ev.Headers, _ = event.ParseHeaders(vals[fHeaders].val) // a dead letter without them still has its reason
 	}
 	return ev
 }

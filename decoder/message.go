@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // LogicalMessage is a logical decoding message, written on the server with
@@ -89,12 +91,12 @@ func (d *Decoder) carriesEvent(m *LogicalMessage) bool {
 // messageEvent turns a message with the event prefix into an Insert, or a
 // *RowError when it cannot be published.
 func (d *Decoder) messageEvent(m *LogicalMessage) (Change, error) {
-	env, err := ParseEnvelope(m.Content)
+	env, err := event.ParseEnvelope(m.Content)
 	if m.Transactional {
 		d.events++
 	}
-	rowErr := func(column, reason string) *RowError {
-		e := &RowError{EventID: env.ID, LSN: m.LSN, Column: column, Reason: reason, Message: true, Content: bytes.Clone(m.Content)}
+	rowErr := func(column, reason string) *event.RowError {
+		e := &event.RowError{EventID: env.ID, LSN: m.LSN, Column: column, Reason: reason, Message: true, Content: bytes.Clone(m.Content)}
 		if m.Transactional {
 			e.Xid, e.Ordinal = d.tx.Xid, d.events
 		}
@@ -105,7 +107,7 @@ func (d *Decoder) messageEvent(m *LogicalMessage) (Change, error) {
 		// could publish an event of a transaction that rolled back.
 		return Change{}, rowErr("", fmt.Sprintf("was emitted with transactional = false: it is sent even if its transaction rolls back, so outboxd does not publish it; emit it with pg_logical_emit_message(true, %q, ...) or outbox_emit_message(...)", d.envelope))
 	}
-	var envErr *EnvelopeError
+	var envErr *event.EnvelopeError
 	if errors.As(err, &envErr) {
 		return Change{}, rowErr(envErr.Key, envErr.Reason)
 	}

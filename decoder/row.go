@@ -1,5 +1,7 @@
 package decoder
 
+import "github.com/outboxd/outboxd/event"
+
 // row is the TupleData of an outbox row, kept as the bytes the server sent
 // (aliasing the message) with a pointer to its relation. Event.Column looks
 // values up on demand, which costs a walk over the columns but no allocation
@@ -9,10 +11,24 @@ type row struct {
 	tuple []byte // from the column count on; validated by decodeInsert
 }
 
-// get returns the text value of the named column; ok is false when the
-// relation has no such column or the value is NULL, unchanged TOAST or
-// binary.
-func (r row) get(name string) (string, bool) {
+// rowEvent is an Event with the row its Column reads: one allocation for
+// both.
+type rowEvent struct {
+	event.Event
+	row row
+}
+
+// newRowEvent returns the Event of a row of rel whose TupleData is tuple.
+func newRowEvent(rel *relation, tuple []byte) *event.Event {
+	e := &rowEvent{row: row{rel: rel, tuple: tuple}}
+	e.Row = &e.row
+	return &e.Event
+}
+
+// Column returns the text value of the named column, or of the column a
+// mapped field names (event.Event.Column); ok is false when the relation
+// has no such column or the value is NULL, unchanged TOAST or binary.
+func (r *row) Column(name string) (string, bool) {
 	if r.rel == nil {
 		return "", false
 	}

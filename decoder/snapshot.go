@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // SnapshotColumn is one column of outbox rows read with SQL, as the
@@ -39,7 +41,7 @@ const snapshotRelID = 1
 // must be those pgoutput sends for the configured table, in table order.
 // Every Event it returns carries tx. It fails with a *SchemaError when the
 // columns do not fit the mapping. Use a Decoder for nothing else after it.
-func (d *Decoder) Snapshot(cols []SnapshotColumn, tx TxInfo) (*SnapshotReader, error) {
+func (d *Decoder) Snapshot(cols []SnapshotColumn, tx event.TxInfo) (*SnapshotReader, error) {
 	if len(cols) > math.MaxUint16 {
 		return nil, fmt.Errorf("snapshot: %d columns, more than a table can have", len(cols))
 	}
@@ -72,7 +74,7 @@ func (d *Decoder) Snapshot(cols []SnapshotColumn, tx TxInfo) (*SnapshotReader, e
 // The Event shares no memory with values, which the caller may reuse.
 // Errors: a *RowError for a row that cannot become an event, as Decode
 // returns for the same row streamed.
-func (s *SnapshotReader) Event(values [][]byte) (*Event, error) {
+func (s *SnapshotReader) Event(values [][]byte) (*event.Event, error) {
 	if len(values) != s.ncols {
 		return nil, fmt.Errorf("BUG: snapshot row with %d values, its columns are %d", len(values), s.ncols)
 	}

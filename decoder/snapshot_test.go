@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 func snapshotColumns(cols []col) []SnapshotColumn {
@@ -27,7 +29,7 @@ func snapshotValues(vals []val) [][]byte {
 // TestSnapshotMatchesStream holds a row read with SQL to the Event, or the
 // error, that the same row gives when it is streamed.
 func TestSnapshotMatchesStream(t *testing.T) {
-	tx := TxInfo{Xid: testXid, CommitLSN: beginLSN, CommitTime: commitTime}
+	tx := event.TxInfo{Xid: testXid, CommitLSN: beginLSN, CommitTime: commitTime}
 	tests := []struct {
 		name string
 		cols []col
@@ -54,9 +56,9 @@ func TestSnapshotMatchesStream(t *testing.T) {
 			values := snapshotValues(tt.row())
 			ev, err := r.Event(values)
 			if streamErr != nil {
-				var want, got *RowError
+				var want, got *event.RowError
 				if !errors.As(streamErr, &want) || !errors.As(err, &got) {
-					t.Fatalf("snapshot error %v, stream error %v: want the same *RowError", err, streamErr)
+					t.Fatalf("snapshot error %v, stream error %v: want the same *event.RowError", err, streamErr)
 				}
 				want.LSN = 0 // a snapshot row has no WAL position
 				gotRow, wantRow := got.Row, want.Row
@@ -97,12 +99,12 @@ func TestSnapshotMatchesStream(t *testing.T) {
 func TestSnapshotSchemaError(t *testing.T) {
 	cols := outboxCols()
 	cols[4].oid = 23 // payload integer
-	_, err := newDecoder(t, Config{}).Snapshot(snapshotColumns(cols), TxInfo{})
+	_, err := newDecoder(t, Config{}).Snapshot(snapshotColumns(cols), event.TxInfo{})
 	var schemaErr *SchemaError
 	if !errors.As(err, &schemaErr) || schemaErr.Column != "payload" {
 		t.Fatalf("Snapshot error %v, want a *SchemaError for column payload", err)
 	}
-	_, err = newDecoder(t, Config{}).Snapshot(snapshotColumns(outboxCols()[:3]), TxInfo{})
+	_, err = newDecoder(t, Config{}).Snapshot(snapshotColumns(outboxCols()[:3]), event.TxInfo{})
 	if !errors.As(err, &schemaErr) || schemaErr.Column != "event_type" {
 		t.Fatalf("Snapshot error %v, want a *SchemaError for missing column event_type", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"iter"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // This file handles pgoutput protocol version 2 streaming. PostgreSQL
@@ -21,7 +23,7 @@ import (
 
 // committedStream is a Stream Commit waiting for Replay.
 type committedStream struct {
-	tx     TxInfo
+	tx     event.TxInfo
 	endLSN pglogrepl.LSN
 	spool  *spoolTx // nil when nothing was streamed for it
 }
@@ -71,7 +73,7 @@ func (d *Decoder) decodeStreamCommit(body []byte) (Change, error) {
 	// An xid never streamed is an empty transaction rather than an error:
 	// it replays as Begin and Commit, whose end LSN the caller confirms.
 	p := &committedStream{
-		tx:     TxInfo{Xid: xid, CommitLSN: pglogrepl.LSN(commitLSN), CommitTime: pgTime(int64(ts))},
+		tx:     event.TxInfo{Xid: xid, CommitLSN: pglogrepl.LSN(commitLSN), CommitTime: pgTime(int64(ts))},
 		endLSN: pglogrepl.LSN(endLSN),
 		spool:  d.spool.take(xid),
 	}
@@ -208,7 +210,7 @@ func (d *Decoder) Replay(xid uint32) iter.Seq2[Change, error] {
 		d.begin(p.tx)
 		defer func() {
 			d.replaying = false
-			d.inTx, d.tx = false, TxInfo{}
+			d.inTx, d.tx = false, event.TxInfo{}
 		}()
 
 		if !yield(Change{Kind: Begin, Tx: p.tx}, nil) {
@@ -279,7 +281,7 @@ func (d *Decoder) replayRecords(tx *spoolTx, yield func(Change, error) bool) (ok
 // changeError reports whether err is about one change (a row or the
 // table's layout) rather than the stream.
 func changeError(err error) bool {
-	var re *RowError
+	var re *event.RowError
 	var se *SchemaError
 	return errors.As(err, &re) || errors.As(err, &se)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxd/outboxd/event"
 )
 
 // The streamed transaction of these tests, its subtransactions, and a
@@ -26,7 +28,7 @@ const (
 
 var (
 	streamCommitTime = time.Date(2026, 12, 3, 8, 0, 0, 500000000, time.UTC)
-	streamTx         = TxInfo{Xid: streamXid, CommitLSN: streamCommitLSN, CommitTime: streamCommitTime}
+	streamTx         = event.TxInfo{Xid: streamXid, CommitLSN: streamCommitLSN, CommitTime: streamCommitTime}
 )
 
 func testStreamCommit() []byte {
@@ -127,12 +129,14 @@ func wholeTransaction(tb testing.TB, cfg Config, lsns []pglogrepl.LSN, msgs [][]
 // sameEvent compares two events field by field, their rows and relations
 // included, but not the copy of the Relation message a decoder with a
 // Spool keeps.
-func sameEvent(a, b *Event) bool {
+func sameEvent(a, b *event.Event) bool {
 	ca, cb := *a, *b
-	ca.row.rel, cb.row.rel = nil, nil
-	ra, rb := *a.row.rel, *b.row.rel
+	rowA, rowB := *ca.Row.(*row), *cb.Row.(*row)
+	ca.Row, cb.Row = nil, nil
+	ra, rb := *rowA.rel, *rowB.rel
 	ra.raw, rb.raw = nil, nil
-	return reflect.DeepEqual(ca, cb) && reflect.DeepEqual(ra, rb)
+	rowA.rel, rowB.rel = nil, nil
+	return reflect.DeepEqual(ca, cb) && reflect.DeepEqual(rowA, rowB) && reflect.DeepEqual(ra, rb)
 }
 
 // TestStreamInterleaved streams a transaction in three segments with a
@@ -167,7 +171,7 @@ func TestStreamInterleaved(t *testing.T) {
 	}
 
 	// A transaction of another xid, sent whole.
-	otherTx := TxInfo{Xid: otherXid, CommitLSN: 0x2800000, CommitTime: commitTime}
+	otherTx := event.TxInfo{Xid: otherXid, CommitLSN: 0x2800000, CommitTime: commitTime}
 	ch, err := d.Decode(0x27FFF00, beginMsg(otherTx.CommitLSN, otherTx.CommitTime, otherXid))
 	if err != nil || ch.Kind != Begin || ch.Tx != otherTx {
 		t.Fatalf("Begin = %+v, %v", ch, err)
@@ -648,7 +652,7 @@ func TestReplay(t *testing.T) {
 		d, _ := setup(t, idRow(0), rowWith(4, null), idRow(2))
 		var got []string
 		for ch, err := range d.Replay(streamXid) {
-			var re *RowError
+			var re *event.RowError
 			switch {
 			case errors.As(err, &re):
 				if re.Xid != streamXid || re.LSN != streamLSN(1) || re.Column != "payload" || re.EventID != testID {
@@ -862,7 +866,7 @@ func TestLogicalMessages(t *testing.T) {
 		setup    [][]byte
 		data     []byte
 		want     *LogicalMessage
-		wantTx   TxInfo
+		wantTx   event.TxInfo
 		wantNone bool
 		wantErr  error
 	}{
@@ -870,7 +874,7 @@ func TestLogicalMessages(t *testing.T) {
 			name: "transactional", cfg: Config{Messages: true}, setup: [][]byte{testBegin()},
 			data:   logicalMsg(true, 0x16B3710, "outboxd", "hello"),
 			want:   &LogicalMessage{Transactional: true, LSN: 0x16B3710, Prefix: "outboxd", Content: []byte("hello")},
-			wantTx: TxInfo{Xid: testXid, CommitLSN: beginLSN, CommitTime: commitTime},
+			wantTx: event.TxInfo{Xid: testXid, CommitLSN: beginLSN, CommitTime: commitTime},
 		},
 		{
 			name: "non-transactional outside a transaction", cfg: Config{Messages: true},

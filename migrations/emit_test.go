@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/migrations"
 )
@@ -136,7 +136,7 @@ func TestOutboxEmitMessage(t *testing.T) {
 			t.Errorf("message %d = %v, want %v", i, envelope, want[i])
 		}
 		// outboxd's decoder accepts what the function writes.
-		if env, err := decoder.ParseEnvelope([]byte(content)); err != nil || env.ID != want[i]["id"] {
+		if env, err := event.ParseEnvelope([]byte(content)); err != nil || env.ID != want[i]["id"] {
 			t.Errorf("message %d %s: ParseEnvelope = %+v, %v; want id %v", i, content, env, err, want[i]["id"])
 		}
 	}

@@ -8,8 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxd/outboxd/decoder"
-	"github.com/outboxd/outboxd/sink"
+	"github.com/outboxd/outboxd/event"
 )
 
 // Event is one event to emit.
@@ -62,7 +61,7 @@ func (e *EventError) Is(target error) bool { return target == ErrInvalidEvent }
 func (ev *Event) check(index int) error {
 	bad := func(field, reason string) error { return &EventError{Index: index, Field: field, Reason: reason} }
 	env := ev.asEnvelope()
-	var envErr *decoder.EnvelopeError
+	var envErr *event.EnvelopeError
 	if err := env.Validate(); errors.As(err, &envErr) {
 		return bad(eventField[envErr.Key], envErr.Reason)
 	} else if err != nil {
@@ -72,7 +71,7 @@ func (ev *Event) check(index int) error {
 		if len(key) >= 5 && strings.EqualFold(key[:5], "Nats-") {
 			return bad("Headers", fmt.Sprintf("has header %q, a name reserved for JetStream: outboxd sets Nats-Msg-Id from the event ID; use another name", key))
 		}
-		if err := sink.CheckHeader(key, value); err != nil {
+		if err := event.CheckHeader(key, value); err != nil {
 			return bad("Headers", "has "+err.Error())
 		}
 	}
@@ -85,8 +84,8 @@ var eventField = map[string]string{
 	"payload": "Payload", "headers": "Headers",
 }
 
-func (ev *Event) asEnvelope() decoder.Envelope {
-	return decoder.Envelope{ID: ev.ID.String(), AggregateType: ev.AggregateType, AggregateID: ev.AggregateID,
+func (ev *Event) asEnvelope() event.Envelope {
+	return event.Envelope{ID: ev.ID.String(), AggregateType: ev.AggregateType, AggregateID: ev.AggregateID,
 		EventType: ev.EventType, Payload: ev.Payload, Headers: ev.Headers}
 }
 

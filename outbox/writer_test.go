@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/outbox"
@@ -182,7 +182,7 @@ func TestEmitMessages(t *testing.T) {
 	}
 	// outboxd's decoder accepts each as the event emitted.
 	for i, content := range got {
-		env, err := decoder.ParseEnvelope([]byte(content))
+		env, err := event.ParseEnvelope([]byte(content))
 		if err != nil {
 			t.Errorf("message %d %s: outboxd refuses it: %v", i, content, err)
 			continue

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 )
 
 // TestDeadLetterHeaderRoom: the largest dead letter outboxd can build
@@ -21,9 +21,9 @@ func TestDeadLetterHeaderRoom(t *testing.T) {
 	}
 	long := strings.Repeat("x", 5000)
 	p := &Publisher{cfg: Config{Subject: tmpl, DeadLetter: "outbox.dead-letter"}}
-	ev := &decoder.Event{ID: long, AggregateType: long, AggregateID: long, EventType: long, Payload: []byte("{}"),
-		Tx: decoder.TxInfo{Xid: 1<<32 - 1, CommitLSN: 1<<64 - 1, CommitTime: time.Now()}, LSN: 1<<64 - 1}
-	dead := &decoder.RowError{EventID: long, Xid: 1<<32 - 1, LSN: 1<<64 - 1, Column: strings.Repeat("c", 63), Reason: long}
+	ev := &event.Event{ID: long, AggregateType: long, AggregateID: long, EventType: long, Payload: []byte("{}"),
+		Tx: event.TxInfo{Xid: 1<<32 - 1, CommitLSN: 1<<64 - 1, CommitTime: time.Now()}, LSN: 1<<64 - 1}
+	dead := &event.RowError{EventID: long, Xid: 1<<32 - 1, LSN: 1<<64 - 1, Column: strings.Repeat("c", 63), Reason: long}
 	msg := p.deadLetter(ev, dead)
 	size := headerSize(msg.Header) - int64(len(msg.Header.Get(jetstream.MsgIDHeader))+len(jetstream.MsgIDHeader)+4) + 64
 	if size > DeadLetterHeaderRoom {

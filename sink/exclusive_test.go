@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/natstest"
 )
 
@@ -101,7 +101,7 @@ func TestExclusiveDeadLetter(t *testing.T) {
 	for i := range items {
 		if i%97 == 5 {
 			ev := items[i].Event
-			items[i].Dead = &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
+			items[i].Dead = &event.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
 			items[i].Event = nil
 			dead++
 			continue

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/natstest"
 )
 
@@ -213,7 +213,7 @@ func TestFastDeadLetter(t *testing.T) {
 	for i := range items {
 		if i%97 == 5 {
 			ev := items[i].Event
-			items[i].Dead = &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
+			items[i].Dead = &event.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
 			items[i].Event = nil
 			dead++
 			continue
@@ -233,7 +233,7 @@ func TestFastDeadLetter(t *testing.T) {
 }
 
 // TestFastBadRow: a row that cannot be published stops fast mode as it
-// stops async mode, with its *decoder.RowError, never acknowledging it,
+// stops async mode, with its *event.RowError, never acknowledging it,
 // once the rows before it (held in the open batch) are stored.
 func TestFastBadRow(t *testing.T) {
 	ctx := testCtx(t)
@@ -248,9 +248,9 @@ func TestFastBadRow(t *testing.T) {
 	a := newAcker()
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: true})
 	err := run(ctx, p, items, a, nil)
-	var rowErr *decoder.RowError
+	var rowErr *event.RowError
 	if !errors.As(err, &rowErr) || rowErr.EventID != big.ID {
-		t.Fatalf("Run = %v, want the *decoder.RowError of %s", err, big.ID)
+		t.Fatalf("Run = %v, want the *event.RowError of %s", err, big.ID)
 	}
 	checkStoppedAt(t, srv, js, a, tmpl, items, 100)
 }

@@ -15,11 +15,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/natstest"
 )
 
 // Events are made the way production makes them: pgoutput protocol v1 bytes
-// decoded by a real decoder.Decoder. decoder.Event keeps its row private, so
+// decoded by a real decoder.Decoder. event.Event keeps its row private, so
 // this is also the only way to give Event.Column values.
 
 // testRow is one outbox row. Payload is a bytea column, so any bytes
@@ -113,13 +114,13 @@ func (b *eventBuilder) decode(m []byte) decoder.Change {
 }
 
 // tx decodes one transaction holding rows and returns its events.
-func (b *eventBuilder) tx(rows ...testRow) []*decoder.Event {
+func (b *eventBuilder) tx(rows ...testRow) []*event.Event {
 	b.tb.Helper()
 	b.xid++
 	b.now = b.now.Add(time.Millisecond)
 	commitLSN := b.lsn + pglogrepl.LSN(0x100*(len(rows)+1))
 	b.decode(pgMsg{'B'}.u64(uint64(commitLSN)).u64(pgMicros(b.now)).u32(b.xid))
-	events := make([]*decoder.Event, 0, len(rows))
+	events := make([]*event.Event, 0, len(rows))
 	for _, r := range rows {
 		b.lsn += 0x100
 		payload := `\x` + hex.EncodeToString(r.Payload)
@@ -144,7 +145,7 @@ func (b *eventBuilder) tx(rows ...testRow) []*decoder.Event {
 }
 
 // event decodes a transaction with one row.
-func (b *eventBuilder) event(r testRow) *decoder.Event {
+func (b *eventBuilder) event(r testRow) *event.Event {
 	b.tb.Helper()
 	return b.tx(r)[0]
 }

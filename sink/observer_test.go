@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/natstest"
 )
 
@@ -73,7 +73,7 @@ func TestObserverCountsOutcomes(t *testing.T) {
 	}
 	items := newEventBuilder(t).items(n, 10, 32)
 	ev := items[deadAt].Event
-	items[deadAt].Dead = &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
+	items[deadAt].Dead = &event.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
 	items[deadAt].Event = nil
 
 	obs := &countingObserver{}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 )
 
 // Headers outboxd sets on every message. They are written after the row's
@@ -74,10 +74,10 @@ type Config struct {
 // Item is one event to publish with its sequence number from the ack tracker.
 type Item struct {
 	Seq   uint64
-	Event *decoder.Event
+	Event *event.Event
 	// Dead is set for a row the decoder could not turn into an event
 	// (Event is nil then): it goes to the dead-letter subject.
-	Dead *decoder.RowError
+	Dead *event.RowError
 }
 
 // acker receives acknowledgements in publish order (checkpoint.Tracker).
@@ -98,13 +98,13 @@ type Publisher struct {
 // txFields are the header values every event of one transaction shares,
 // formatted once per transaction rather than once per event.
 type txFields struct {
-	tx                   decoder.TxInfo
+	tx                   event.TxInfo
 	lsn, xid, commitTime string
 }
 
 // fields returns the header values of tx, formatting them only when tx is
 // not the transaction of the previous call.
-func (f *txFields) fields(tx decoder.TxInfo) *txFields {
+func (f *txFields) fields(tx event.TxInfo) *txFields {
 	if f.lsn != "" && f.tx.CommitLSN == tx.CommitLSN && f.tx.Xid == tx.Xid && f.tx.CommitTime.Equal(tx.CommitTime) {
 		return f
 	}
@@ -173,7 +173,7 @@ type pending struct {
 // Run publishes every item received on in, in order, and reports each
 // acknowledgement to acks in the same order. When in is closed it waits for
 // everything in flight and returns nil. It returns early with ctx's error
-// when ctx is done, or with a *decoder.RowError for an event that cannot be
+// when ctx is done, or with a *event.RowError for an event that cannot be
 // published, once every message before that event is acknowledged.
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	if p.cfg.Fast {
@@ -447,7 +447,7 @@ func settle(ctx context.Context, window []pending) {
 
 // build makes the message for an item: the event's own, or, for a row that
 // can never be published, a dead-letter message when a dead-letter subject
-// is set (else the row's *decoder.RowError).
+// is set (else the row's *event.RowError).
 func (p *Publisher) build(item Item) (*nats.Msg, error) {
 	dead := item.Dead
 	if dead == nil {
@@ -484,7 +484,7 @@ const DeadLetterHeaderRoom = 8 << 10
 // could read. The body is the payload as written (for a message that is
 // no valid envelope, its whole content), dropped only when it does not fit
 // under max_payload, and HeaderBodyDropped then says why.
-func (p *Publisher) deadLetter(ev *decoder.Event, dead *decoder.RowError) *nats.Msg {
+func (p *Publisher) deadLetter(ev *event.Event, dead *event.RowError) *nats.Msg {
 	id := dead.EventID
 	if id == "" {
 		// Rows of one multi-row insert share xid and LSN: the ordinal
@@ -564,11 +564,11 @@ func headerValue(s string) string {
 	}, s)
 }
 
-// message builds the NATS message for an event, or a *decoder.RowError for
+// message builds the NATS message for an event, or a *event.RowError for
 // an event that can never be published as it is (retrying cannot help).
-func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
+func (p *Publisher) message(ev *event.Event) (*nats.Msg, error) {
 	rowErr := func(column, reason string) error {
-		return &decoder.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: column, Reason: reason, Message: ev.FromMessage}
+		return &event.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: column, Reason: reason, Message: ev.FromMessage}
 	}
 	subject, err := p.cfg.Subject.Render(ev)
 	var placeholder *PlaceholderError
@@ -586,7 +586,7 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 		if len(kv.Key) >= 5 && strings.EqualFold(kv.Key[:5], "Nats-") {
 			continue
 		}
-		if err := CheckHeader(kv.Key, kv.Value); err != nil {
+		if err := event.CheckHeader(kv.Key, kv.Value); err != nil {
 			return nil, rowErr("headers", "has "+err.Error())
 		}
 		h[kv.Key] = vals.one(kv.Value)
@@ -613,44 +613,6 @@ func (p *Publisher) message(ev *decoder.Event) (*nats.Msg, error) {
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: ev.Payload}, nil
 }
-
-// CheckHeader reports why a message could not carry the header key: value,
-// or returns nil. The error reads "header "k" ...", naming the key and the
-// rule. Producers (package outbox) check with it before writing an event.
-func CheckHeader(key, value string) error {
-	// The client refuses to send a message with such a key, and would
-	// refuse every republish of it too.
-	if !validHeaderKey(key) {
-		return fmt.Errorf("header %q, which is not a valid NATS header name: use printable ASCII without spaces or any of %s", key, headerKeyForbidden)
-	}
-	// A CR or LF would end the header line and smuggle in another header;
-	// other control characters have no place there either.
-	if i := strings.IndexFunc(value, isControl); i >= 0 {
-		return fmt.Errorf("header %q whose value holds the control character %q at byte %d: header values must be printable", key, value[i], i)
-	}
-	return nil
-}
-
-// headerKeyForbidden are the printable ASCII characters the NATS client
-// refuses in a header name (nats.ErrBadHeaderMsg).
-const headerKeyForbidden = `"()/,:;<=>?@[\]{}`
-
-// validHeaderKey reports whether the NATS client accepts k as a header
-// name: non-empty, printable ASCII other than headerKeyForbidden.
-func validHeaderKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < '!' || c > '~' || strings.IndexByte(headerKeyForbidden, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// isControl reports ASCII control characters other than tab.
-func isControl(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }
 
 // headerSize is the encoded size of h: "NATS/1.0\r\n", "Key: Value\r\n"
 // per value, and the closing "\r\n".

@@ -20,6 +20,7 @@ import (
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
@@ -301,7 +302,7 @@ func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetSt
 	defer read.Close(context.WithoutCancel(ctx))
 	// Every row committed before the consistent point, at a time no later
 	// than the slot's creation; its own xid is not known.
-	rows, err := cfg.snapshotReader(read, decoder.TxInfo{CommitLSN: snap.ConsistentPoint, CommitTime: created})
+	rows, err := cfg.snapshotReader(read, event.TxInfo{CommitLSN: snap.ConsistentPoint, CommitTime: created})
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +355,7 @@ func (cfg backfillConfig) snapshotQuery() replication.SnapshotQuery {
 
 // snapshotReader maps the read's rows to events with the decoder that run
 // uses, configured the same way.
-func (cfg backfillConfig) snapshotReader(read *replication.SnapshotRead, tx decoder.TxInfo) (*decoder.SnapshotReader, error) {
+func (cfg backfillConfig) snapshotReader(read *replication.SnapshotRead, tx event.TxInfo) (*decoder.SnapshotReader, error) {
 	dec, err := decoder.New(decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Columns: cfg.columns})
 	if err != nil {
 		return nil, err
@@ -375,7 +376,7 @@ func checkSnapshotRead(ctx context.Context, cfg backfillConfig) error {
 		return err
 	}
 	defer read.Close(context.WithoutCancel(ctx))
-	if _, err := cfg.snapshotReader(read, decoder.TxInfo{}); err != nil {
+	if _, err := cfg.snapshotReader(read, event.TxInfo{}); err != nil {
 		return err
 	}
 	return read.Check(ctx)
@@ -390,12 +391,12 @@ func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder
 	return read.Rows(ctx, func(values [][]byte) error {
 		var item sink.Item
 		ev, err := rows.Event(values)
-		var rowErr *decoder.RowError
+		var rowErr *event.RowError
 		switch {
 		case err == nil && inSet(published, ev.ID):
 			return progress.leftOut()
 		case err == nil:
-			ev.Headers = append(ev.Headers, decoder.Header{Key: headerBackfill, Value: "true"})
+			ev.Headers = append(ev.Headers, event.Header{Key: headerBackfill, Value: "true"})
 			item.Event = ev
 		case errors.As(err, &rowErr) && deadLetters && rowErr.EventID != "":
 			item.Dead = rowErr

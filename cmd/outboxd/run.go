@@ -20,6 +20,7 @@ import (
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
@@ -104,7 +105,7 @@ func permanent(err error) bool {
 	var (
 		fatal     *fatalError
 		schemaErr *decoder.SchemaError
-		rowErr    *decoder.RowError
+		rowErr    *event.RowError
 		streamErr *sink.StreamError
 	)
 	return errors.As(err, &fatal) || errors.As(err, &schemaErr) || errors.As(err, &rowErr) ||

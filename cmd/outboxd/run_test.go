@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -26,7 +27,7 @@ func TestPermanent(t *testing.T) {
 		{"fatalError", &fatalError{errors.New("checkpoint mismatch")}, true},
 		{"wrapped fatalError", wrap(&fatalError{errors.New("gap")}), true},
 		{"SchemaError", wrap(&decoder.SchemaError{Table: "public.outbox", Column: "id", Reason: "is missing"}), true},
-		{"RowError", wrap(&decoder.RowError{EventID: "e1", Xid: 7, Column: "payload", Reason: "is NULL"}), true},
+		{"RowError", wrap(&event.RowError{EventID: "e1", Xid: 7, Column: "payload", Reason: "is NULL"}), true},
 		{"StreamError", wrap(&sink.StreamError{Stream: "OUTBOX", Problem: "does not exist", Fix: "--create-stream"}), true},
 		{"ErrMalformed", fmt.Errorf("decode at 0/1: %w", decoder.ErrMalformed), true},
 		{"PreflightError", wrap(&replication.PreflightError{Object: "publication", Problem: "missing", Fix: "migrate"}), true},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/replication"
@@ -439,7 +440,7 @@ func (p *pipeline) run(ctx context.Context) error {
 	var badRow error
 	g.Go(func() error {
 		err := p.decode(gctx, raw, items)
-		var rowErr *decoder.RowError
+		var rowErr *event.RowError
 		if errors.As(err, &rowErr) {
 			badRow = err
 			stopReceiving()
@@ -574,7 +575,7 @@ func (p *pipeline) replay(ctx context.Context, commit decoder.Change, items chan
 // dead-letter subject when one is set; any other error, or a row error
 // without a dead-letter subject, is returned and stops the pipeline.
 func (p *pipeline) deadLetter(ctx context.Context, err error, items chan<- sink.Item) error {
-	var rowErr *decoder.RowError
+	var rowErr *event.RowError
 	if !p.deadLetters || !errors.As(err, &rowErr) {
 		return err
 	}
@@ -623,7 +624,7 @@ func (p *pipeline) passed(lsn pglogrepl.LSN) {
 // checkpoint was saved cannot have been: the database's history changed
 // under the checkpoint (restored from an older copy, and written to past
 // the checkpoint's position since), and dropping it would lose it.
-func (p *pipeline) skip(tx decoder.TxInfo) (bool, error) {
+func (p *pipeline) skip(tx event.TxInfo) (bool, error) {
 	if tx.CommitLSN >= p.skipBefore {
 		p.passed(tx.CommitLSN)
 		return false, nil

@@ -1,4 +1,4 @@
-package decoder
+package event
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ type Envelope struct {
 	// message body exactly as written in the envelope. Required.
 	Payload json.RawMessage `json:"payload"`
 	// Headers is optional: a JSON object of strings, or null. Names and
-	// values follow the rules of a headers column (sink.CheckHeader).
+	// values follow the rules of a headers column (CheckHeader).
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
@@ -106,7 +106,7 @@ func ParseEnvelope(content []byte) (Envelope, error) {
 	}
 	env.Payload = payload
 	if raw, ok := fields["headers"]; ok && firstByte(raw) != 'n' {
-		hs, err := parseHeaders(raw)
+		hs, err := ParseHeaders(raw)
 		if err != nil {
 			return env, &EnvelopeError{Key: "headers", Reason: err.Error()}
 		}

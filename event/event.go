@@ -1,4 +1,4 @@
-package decoder
+package event
 
 import (
 	"time"
@@ -58,8 +58,16 @@ type Event struct {
 	// FromMessage is true for an event carried by a logical decoding
 	// message (an Envelope) rather than an outbox row.
 	FromMessage bool
+	// Row reads the row's other columns by name (the decoder's, aliasing
+	// the message); nil for an event from a logical message.
+	Row Columns
+}
 
-	row row
+// Columns reads the columns of a row by name, as text.
+type Columns interface {
+	// Column returns the column's text value; ok is false when the row
+	// has no such column or its value is NULL.
+	Column(name string) (value string, ok bool)
 }
 
 // Column returns the text value of any column of the row by name, for subject
@@ -84,5 +92,8 @@ func (e *Event) Column(name string) (value string, ok bool) {
 		}
 		return "", false
 	}
-	return e.row.get(name)
+	if e.Row == nil {
+		return "", false
+	}
+	return e.Row.Column(name)
 }

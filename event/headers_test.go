@@ -1,4 +1,4 @@
-package decoder
+package event
 
 import (
 	"bytes"
@@ -96,15 +96,15 @@ func FuzzParseHeaders(f *testing.F) {
 
 func compareHeaders(t *testing.T, in []byte) {
 	t.Helper()
-	got, err := parseHeaders(in)
+	got, err := ParseHeaders(in)
 	want, wantErr := parseHeadersTokens(in)
 	if (err != nil) != (wantErr != nil) {
-		t.Fatalf("parseHeaders(%q) error = %v, token stream error = %v", in, err, wantErr)
+		t.Fatalf("ParseHeaders(%q) error = %v, token stream error = %v", in, err, wantErr)
 	}
 	if len(want) == 0 {
 		want = nil // an empty object gives nil
 	}
 	if err == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("parseHeaders(%q)\n got %q\nwant %q", in, got, want)
+		t.Fatalf("ParseHeaders(%q)\n got %q\nwant %q", in, got, want)
 	}
 }
