@@ -16,14 +16,19 @@ import (
 	"github.com/outboxd/outboxd/sink"
 )
 
-// updateReadme rewrites the generated parts of README.md:
+// updateReadme rewrites the generated parts of docs/configuration.md:
 //
 //	go test ./cmd/outboxd -run TestReadmeReference -update
-var updateReadme = flag.Bool("update", false, "rewrite the generated configuration reference in README.md")
+var updateReadme = flag.Bool("update", false, "rewrite the generated configuration reference in docs/configuration.md")
 
-const readmePath = "../../README.md"
+// The user documentation in docs/ that these tests keep true: the
+// configuration reference and the operations guide with its runbook.
+const (
+	configurationPath = "../../docs/configuration.md"
+	operationsPath    = "../../docs/operations.md"
+)
 
-// referenceCommands are the commands whose settings README.md documents
+// referenceCommands are the commands whose settings docs/configuration.md documents
 // in generated tables: every command with flags of its own. A command
 // that takes run's settings documents only the flags run lacks.
 // Subcommands are named by their path ("slot drop").
@@ -102,53 +107,54 @@ func referenceTable(t testing.TB, command string) string {
 	return b.String()
 }
 
-// TestReadmeReference fails when README.md's configuration reference and
-// the flags disagree. With -update it rewrites the reference instead.
+// TestReadmeReference fails when the configuration reference in
+// docs/configuration.md and the flags disagree. With -update it rewrites
+// the reference instead.
 func TestReadmeReference(t *testing.T) {
-	data, err := os.ReadFile(readmePath)
+	data, err := os.ReadFile(configurationPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(data)
+	doc := string(data)
 	for _, command := range referenceCommands(t) {
 		begin, end := referenceMarkers(command)
-		i, j := strings.Index(readme, begin), strings.Index(readme, end)
+		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {
-			t.Fatalf("README.md lacks the markers of outboxd %s's reference: put these two lines where its table belongs,\n"+
+			t.Fatalf("docs/configuration.md lacks the markers of outboxd %s's reference: put these two lines where its table belongs,\n"+
 				"then run go test ./cmd/outboxd -run TestReadmeReference -update\n%s\n%s", command, begin, end)
 		}
 		want := begin + "\n" + referenceTable(t, command) + end
-		if got := readme[i : j+len(end)]; got != want {
+		if got := doc[i : j+len(end)]; got != want {
 			if *updateReadme {
-				readme = readme[:i] + want + readme[j+len(end):]
+				doc = doc[:i] + want + doc[j+len(end):]
 				continue
 			}
-			t.Errorf("README.md's reference of outboxd %s differs from its flags; regenerate it with\n"+
-				"  go test ./cmd/outboxd -run TestReadmeReference -update\nand commit README.md. Want:\n%s", command, want)
+			t.Errorf("docs/configuration.md's reference of outboxd %s differs from its flags; regenerate it with\n"+
+				"  go test ./cmd/outboxd -run TestReadmeReference -update\nand commit docs/configuration.md. Want:\n%s", command, want)
 		}
 	}
 	if *updateReadme {
-		if err := os.WriteFile(readmePath, []byte(readme), 0o644); err != nil {
+		if err := os.WriteFile(configurationPath, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// readmeSection is the README text from heading to the next heading of
-// the same or a higher level.
-func readmeSection(t testing.TB, heading string) string {
+// docSection is the text of the Markdown file at path from heading to the
+// next heading of the same or a higher level.
+func docSection(t testing.TB, path, heading string) string {
 	t.Helper()
-	data, err := os.ReadFile(readmePath)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(data)
-	i := strings.Index(readme, "\n"+heading+"\n")
+	doc := string(data)
+	i := strings.Index(doc, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("%s has no %q", path, heading)
 	}
 	level := strings.Index(heading, " ") // "### X" → 3
-	rest := readme[i+len(heading)+2:]
+	rest := doc[i+len(heading)+2:]
 	for _, line := range strings.SplitAfter(rest, "\n") {
 		if n := strings.Index(line, " "); n > 0 && n <= level && strings.Trim(line[:n], "#") == "" {
 			return rest[:strings.Index(rest, line)]
@@ -164,13 +170,14 @@ var (
 	reasonRe         = regexp.MustCompile("`(timeout|no_responders|disconnected|wrong_last_sequence|rejected|other|[a-z_]+)` \\(")
 )
 
-// TestReadmeRunbook: the runbook has its four entries, each with
-// symptoms, causes and commands, and names only metrics outboxd exports,
-// publish error reasons it reports, and commands it has.
+// TestReadmeRunbook: the runbook in docs/operations.md has its entries,
+// each with symptoms, causes and commands, and names only metrics outboxd
+// exports, publish error reasons it reports, and commands it has.
 func TestReadmeRunbook(t *testing.T) {
-	runbook := readmeSection(t, "### Runbook")
-	for _, entry := range []string{"Lag growing", "Slot retaining WAL", "Standby never takes over", "Stream rejects publishes"} {
-		text := readmeSection(t, "#### "+entry)
+	runbook := docSection(t, operationsPath, "## Runbook")
+	for _, entry := range []string{"Lag growing", "Slot retaining WAL", "Standby never takes over", "Stream rejects publishes",
+		"Database restored from a copy", "Publication dropped", "Checkpoint does not decode"} {
+		text := docSection(t, operationsPath, "### "+entry)
 		for _, part := range []string{"**Symptoms.**", "**Causes", "**Commands.**", "```sh"} {
 			if !strings.Contains(text, part) {
 				t.Errorf("runbook entry %q has no %s", entry, part)
@@ -194,7 +201,7 @@ func TestReadmeRunbook(t *testing.T) {
 			t.Errorf("the runbook cites %s, which outboxd does not export", name)
 		}
 	}
-	_, after, _ := strings.Cut(readmeSection(t, "#### Stream rejects publishes"), "by `reason`:")
+	_, after, _ := strings.Cut(docSection(t, operationsPath, "### Stream rejects publishes"), "by `reason`:")
 	reasons, _, _ := strings.Cut(after, "Meanwhile")
 	cited := reasonRe.FindAllStringSubmatch(reasons, -1)
 	if len(cited) == 0 {
@@ -214,7 +221,7 @@ func TestReadmeRunbook(t *testing.T) {
 			t.Errorf("the runbook runs `outboxd %s`, which is no command", c[1])
 		}
 	}
-	if !strings.Contains(readmeSection(t, "### Running under systemd"), "(scripts/outboxd.service)") {
-		t.Error("the README does not link scripts/outboxd.service")
+	if !strings.Contains(docSection(t, operationsPath, "## Running under systemd"), "(../scripts/outboxd.service)") {
+		t.Error("docs/operations.md does not link scripts/outboxd.service")
 	}
 }
