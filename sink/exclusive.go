@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -13,6 +12,66 @@ import (
 // only writer to the stream, so it can predict stream sequences and have
 // the stream leader refuse a message whose predecessor was lost in a
 // leader failover, instead of storing it ahead of the republished one.
+
+// exclusiveSender is runAsync's sender in exclusive mode.
+type exclusiveSender struct {
+	p     *Publisher
+	order sequencer
+	// redo holds built messages to send before anything more from in (the
+	// tail of a recovered window, or a dead-letter message waiting for the
+	// window to drain).
+	redo []pending
+}
+
+// ready lets a new item in only when nothing is held back, and then only
+// alone unless the stream's last sequence is known.
+func (s *exclusiveSender) ready(window *queue) bool {
+	return len(s.redo) == 0 && (s.order.known || window.len() == 0)
+}
+
+func (s *exclusiveSender) send(window *queue, pm pending) {
+	if s.order.admits(window.len(), pm) {
+		window.push(s.p.sendExclusive(&s.order, pm))
+	} else {
+		s.redo = append(s.redo, pm)
+	}
+}
+
+func (s *exclusiveSender) holding() bool { return len(s.redo) > 0 }
+
+func (s *exclusiveSender) sendHeld(window *queue) bool {
+	if len(s.redo) == 0 || window.len() >= s.p.cfg.MaxInFlight || !s.order.admits(window.len(), s.redo[0]) {
+		return false
+	}
+	window.push(s.p.sendExclusive(&s.order, s.redo[0]))
+	s.redo[0] = pending{}
+	s.redo = s.redo[1:]
+	return true
+}
+
+func (s *exclusiveSender) acked(head pending, ack *jetstream.PubAck, idle bool) {
+	s.order.acked(head, ack, s.p.cfg.Stream, idle)
+}
+
+// retry republishes only the head, in recoverExclusive; the rest go back to
+// redo, to be sent again by runAsync's rules (one at a time until a fresh
+// sequence is known): any of them may already be stored, and an old
+// expectation would be wrong for it.
+func (s *exclusiveSender) retry(ctx context.Context, window *queue, cause error) error {
+	items := window.items()
+	if err := s.p.recoverExclusive(ctx, items, cause); err != nil {
+		return err
+	}
+	rest := make([]pending, 0, len(items)-1+len(s.redo))
+	for _, pm := range items[1:] {
+		pm.future, pm.expect = nil, 0
+		rest = append(rest, pm)
+	}
+	s.redo = append(rest, s.redo...)
+	window.truncate(1)
+	s.order.known = false
+	return nil
+}
 
 // sequencer predicts stream sequences in exclusive mode. Only a
 // non-duplicate PubAck for the last message in flight tells the stream's
@@ -57,12 +116,6 @@ func (p *Publisher) sendExclusive(order *sequencer, pm pending) pending {
 	}
 	pm.future = p.publish(pm.msg)
 	return pm
-}
-
-// isDeadLetter reports whether msg was built by deadLetter.
-func isDeadLetter(msg *nats.Msg) bool {
-	_, ok := msg.Header[HeaderDeadLetterReason]
-	return ok
 }
 
 // recoverExclusive is recover for exclusive mode: after every later

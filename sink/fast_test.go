@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/natstest"
 )
 
@@ -78,30 +77,6 @@ func TestCheckFastBatchOldServer(t *testing.T) {
 	checkAcks(t, a, len(items))
 }
 
-// TestFastOrder publishes many small transactions in fast batches: acks
-// come in order, and the stream holds every event once, in order, with its
-// headers.
-func TestFastOrder(t *testing.T) {
-	const n, maxInFlight = 20000, 256
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(n, 50, 64)
-	a := newAcker()
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight, Fast: true})
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatalf("Run = %v, want nil", err)
-	}
-	checkAcks(t, a, n)
-	checkStored(t, srv, "OUTBOX", tmpl, items)
-}
-
-// TestFastWindowBounded: no message reaches the server more than
-// MaxInFlight ahead of the acknowledgements, in fast mode too.
-func TestFastWindowBounded(t *testing.T) { testPublisherWindowBounded(t, true) }
-
 // TestFastNoStrayMessages: a core NATS subscriber of the subjects sees
 // exactly the events, whatever the batch sizes: no end-of-batch or other
 // control messages.
@@ -134,41 +109,6 @@ func TestFastNoStrayMessages(t *testing.T) {
 	}
 }
 
-// TestFastDuplicates replays events in fast mode: repeats inside a batch
-// and a batch that starts with one are absorbed by Nats-Msg-Id, every item
-// is acknowledged, and the stream holds each event once.
-func TestFastDuplicates(t *testing.T) {
-	const n = 2000
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(n, 10, 64)
-	obs := &countingObserver{}
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 256, Fast: true, Observer: obs})
-	if err := run(ctx, p, items[:n/2], newAcker(), nil); err != nil {
-		t.Fatal(err)
-	}
-	// A restart replays from an older checkpoint: the first half again,
-	// then the rest.
-	start := time.Now()
-	a := newAcker()
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("replay of %d events, %d of them duplicates: %s", n, n/2, time.Since(start))
-	checkAcks(t, a, n)
-	checkStored(t, srv, "OUTBOX", tmpl, items)
-	if published, _, _, _, failures := obs.counts(); published != n+n/2 || failures != 0 {
-		t.Errorf("observer: %d published, %d failures; want %d and 0", published, failures, n+n/2)
-	}
-}
-
-// TestFastOutage stops the server in the middle of fast batches: the
-// unacknowledged messages are republished in order once it is back.
-func TestFastOutage(t *testing.T) { testPublisherOutage(t, Config{Fast: true}) }
-
 // TestFastStreamRefuses: a stream without allow_batched refuses the first
 // batch; the publisher says so, goes on asynchronously, and loses nothing.
 func TestFastStreamRefuses(t *testing.T) {
@@ -192,67 +132,6 @@ func TestFastStreamRefuses(t *testing.T) {
 	if _, _, _, _, failures := obs.counts(); failures != 1 {
 		t.Errorf("%d failures reported, want 1 (the refused batch)", failures)
 	}
-}
-
-// TestFastDeadLetter mixes dead-letter rows for another stream into fast
-// batches: each goes alone between batches, and the events still land
-// once, in order.
-func TestFastDeadLetter(t *testing.T) {
-	const n = 3000
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEAD", Subjects: []string{"dead.letter"}}); err != nil {
-		t.Fatal(err)
-	}
-	items := newEventBuilder(t).items(n, 20, 64)
-	var good []Item
-	dead := 0
-	for i := range items {
-		if i%97 == 5 {
-			ev := items[i].Event
-			items[i].Dead = &event.RowError{EventID: ev.ID, Xid: ev.Tx.Xid, LSN: ev.LSN, Column: "payload", Reason: "test"}
-			items[i].Event = nil
-			dead++
-			continue
-		}
-		good = append(good, items[i])
-	}
-	a := newAcker()
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 128, Fast: true, DeadLetter: "dead.letter"})
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatalf("Run = %v, want nil", err)
-	}
-	checkAcks(t, a, n)
-	checkStored(t, srv, "OUTBOX", tmpl, good)
-	if msgs := readStream(t, srv, "DEAD"); len(msgs) != dead {
-		t.Fatalf("dead-letter stream holds %d messages, want %d", len(msgs), dead)
-	}
-}
-
-// TestFastBadRow: a row that cannot be published stops fast mode as it
-// stops async mode, with its *event.RowError, never acknowledging it,
-// once the rows before it (held in the open batch) are stored.
-func TestFastBadRow(t *testing.T) {
-	ctx := testCtx(t)
-	srv := natstest.Start(t, natstest.WithMaxPayload(4096))
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	b := newEventBuilder(t)
-	items := b.items(100, 10, 64)
-	big := b.event(testRow{ID: eventID(1000), AggregateType: "order", AggregateID: "1", EventType: "created", Payload: make([]byte, 8192)})
-	items = append(items, Item{Seq: uint64(len(items) + 1), Event: big})
-	a := newAcker()
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: true})
-	err := run(ctx, p, items, a, nil)
-	var rowErr *event.RowError
-	if !errors.As(err, &rowErr) || rowErr.EventID != big.ID {
-		t.Fatalf("Run = %v, want the *event.RowError of %s", err, big.ID)
-	}
-	checkStoppedAt(t, srv, js, a, tmpl, items, 100)
 }
 
 func TestFastNotWithExclusive(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,8 +32,8 @@ func TestNewPublisherConfig(t *testing.T) {
 		{name: "one", cfg: Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 1}, wantInFlight: 1},
 		{name: "largest", cfg: Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 65536}, wantInFlight: 65536},
 		{name: "no template", cfg: Config{Stream: "OUTBOX"}, wantErr: "BUG: sink.Config.Subject is nil"},
-		{name: "negative window", cfg: Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: -1}, wantErr: "max in flight -1 is out of range: use 1 to 65536"},
-		{name: "window too large", cfg: Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 65537}, wantErr: "max in flight 65537 is out of range"},
+		{name: "negative window", cfg: Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: -1}, wantErr: "sink: max-in-flight -1 is out of range: use 1 to 65536"},
+		{name: "window too large", cfg: Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 65537}, wantErr: "max-in-flight 65537 is out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +52,45 @@ func TestNewPublisherConfig(t *testing.T) {
 			}
 			if p.cfg.RetryMin != 100*time.Millisecond || p.cfg.RetryMax != 5*time.Second {
 				t.Errorf("retry bounds = %s, %s; want 100ms, 5s", p.cfg.RetryMin, p.cfg.RetryMax)
+			}
+		})
+	}
+}
+
+// TestConfigValidate: Validate names the setting as the user knows it and
+// the values it takes, and checks the values as they stand (NewPublisher
+// fills in the defaults first).
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{name: "smallest window", cfg: Config{MaxInFlight: 1}},
+		{name: "default window", cfg: Config{MaxInFlight: 4096}},
+		{name: "largest window", cfg: Config{MaxInFlight: MaxInFlightLimit}},
+		{name: "fast", cfg: Config{MaxInFlight: 4096, Fast: true}},
+		{name: "exclusive", cfg: Config{MaxInFlight: 4096, Exclusive: true}},
+		{name: "zero window", cfg: Config{}, wantErr: "max-in-flight 0 is out of range: use 1 to 65536"},
+		{name: "negative window", cfg: Config{MaxInFlight: -1}, wantErr: "max-in-flight -1 is out of range: use 1 to 65536"},
+		{name: "window one too large", cfg: Config{MaxInFlight: MaxInFlightLimit + 1}, wantErr: "max-in-flight 65537 is out of range: use 1 to 65536"},
+		{name: "smallest int", cfg: Config{MaxInFlight: math.MinInt}, wantErr: fmt.Sprintf("max-in-flight %d is out of range: use 1 to 65536", math.MinInt)},
+		{name: "largest int", cfg: Config{MaxInFlight: math.MaxInt}, wantErr: fmt.Sprintf("max-in-flight %d is out of range: use 1 to 65536", math.MaxInt)},
+		{name: "fast and exclusive", cfg: Config{MaxInFlight: 4096, Fast: true, Exclusive: true},
+			wantErr: "fast batch publishing cannot be combined with exclusive mode, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use async publishing"},
+		{name: "window checked first", cfg: Config{MaxInFlight: -1, Fast: true, Exclusive: true}, wantErr: "max-in-flight -1 is out of range: use 1 to 65536"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.wantErr {
+				t.Fatalf("Validate = %v, want %q", err, tt.wantErr)
 			}
 		})
 	}
@@ -155,119 +194,6 @@ func checkAcks(t *testing.T, a *recordingAcker, n int) {
 	}
 }
 
-func TestPublisherOrder(t *testing.T) {
-	const n, maxInFlight = 20000, 256
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(n, 50, 64)
-
-	var sent atomic.Uint64
-	a := newAcker()
-	// Just before seq is acked, Run holds every item it has taken from
-	// seq on. It has taken at least sent of them, so sent-(seq-1) is a
-	// lower bound of the window.
-	a.check = func(seq uint64) error {
-		if s := sent.Load(); s >= seq && s-(seq-1) > maxInFlight {
-			return fmt.Errorf("at ack %d at least %d messages were in flight, more than %d", seq, s-(seq-1), maxInFlight)
-		}
-		return nil
-	}
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight})
-	if err := run(ctx, p, items, a, &sent); err != nil {
-		t.Fatalf("Run = %v, want nil", err)
-	}
-	checkAcks(t, a, n)
-	checkStored(t, srv, "OUTBOX", tmpl, items)
-}
-
-// TestPublisherWindowBounded watches the server side: a plain subscriber
-// sees every message as it reaches the server, and when message seq first
-// arrives, Run must have acked at least seq-MaxInFlight before it.
-func TestPublisherWindowBounded(t *testing.T) { testPublisherWindowBounded(t, false) }
-
-// testPublisherWindowBounded is TestPublisherWindowBounded, in fast mode
-// or not. Fast mode learns acknowledgements in cumulative steps, so only
-// the server-side check applies: the client-side one counts the messages
-// a step acknowledges as still in flight.
-func testPublisherWindowBounded(t *testing.T, fast bool) {
-	const n, maxInFlight = 3000, 8
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(n, 7, 32)
-	seqOf := make(map[string]uint64, n)
-	for _, it := range items {
-		seqOf[it.Event.ID] = it.Seq
-	}
-
-	a := newAcker()
-	var sent atomic.Uint64
-	a.check = func(seq uint64) error {
-		if s := sent.Load(); !fast && s >= seq && s-(seq-1) > maxInFlight {
-			return fmt.Errorf("at ack %d at least %d messages were in flight", seq, s-(seq-1))
-		}
-		return nil
-	}
-	var (
-		mu         sync.Mutex
-		violations []string
-		seen       = make(map[uint64]bool, n)
-		widest     uint64
-	)
-	watcher := srv.Conn(t)
-	sub, err := watcher.Subscribe("outbox.>", func(m *nats.Msg) {
-		seq := seqOf[m.Header.Get(jetstream.MsgIDHeader)]
-		acked := a.count.Load()
-		mu.Lock()
-		defer mu.Unlock()
-		if seen[seq] {
-			return
-		}
-		seen[seq] = true
-		if seq > acked {
-			widest = max(widest, seq-acked)
-		}
-		if seq > acked+maxInFlight {
-			violations = append(violations, fmt.Sprintf("message %d reached the server with only %d acked", seq, acked))
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watcher.Flush(); err != nil {
-		t.Fatal(err)
-	}
-
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight, Fast: fast})
-	if err := run(ctx, p, items, a, &sent); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	checkAcks(t, a, n)
-	waitFor(t, 10*time.Second, "the watcher to see every message", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) == n
-	})
-	if err := sub.Unsubscribe(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i, v := range violations {
-		if i == 10 {
-			t.Errorf("... %d violations in all", len(violations))
-			break
-		}
-		t.Error(v)
-	}
-	t.Logf("widest window seen from the server: %d", widest)
-}
-
 // TestPublisherWindowFull publishes to a subject no stream captures but a
 // silent subscriber listens on, so no publish is ever acknowledged: Run
 // must take exactly MaxInFlight items, publish them, and take no more.
@@ -334,100 +260,6 @@ func TestPublisherWindowFull(t *testing.T) {
 	}
 }
 
-// TestPublisherOutage shuts the server down while Run publishes, keeps it
-// down for a few seconds, and starts it again on the same port and store.
-//
-// The connection has no reconnect buffer (nats.ReconnectBufSize(-1)). With
-// the client's default 8 MiB buffer, publishes made after the client saw
-// the connection drop wait in the buffer and are flushed as soon as it
-// reconnects, ahead of the earlier messages that died with the old
-// connection and that Run republishes only after that: the stream then
-// holds every event once, but not in commit order (about every second run
-// of this test fails that way with the default buffer).
-func TestPublisherOutage(t *testing.T) { testPublisherOutage(t, Config{}) }
-
-// testPublisherOutage is TestPublisherOutage with mode's Exclusive and
-// Fast.
-func testPublisherOutage(t *testing.T, mode Config) {
-	const n, maxInFlight, outageAt = 10000, 256, 3000
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc := srv.Conn(t, nats.ReconnectBufSize(-1))
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(n, 20, 100)
-
-	a := newAcker()
-	a.at = outageAt
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: maxInFlight,
-		Exclusive: mode.Exclusive, Fast: mode.Fast, AckTimeout: time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond})
-
-	// The feeder holds back the rest of the events until the server is
-	// down, so the outage surely falls in the middle of the run.
-	down := make(chan struct{})
-	in := make(chan Item)
-	feedDone := make(chan struct{})
-	runDone := make(chan struct{})
-	go func() {
-		defer close(feedDone)
-		defer close(in)
-		for i, it := range items {
-			if i == outageAt+2*maxInFlight {
-				select {
-				case <-down:
-				case <-runDone:
-					return
-				}
-			}
-			select {
-			case in <- it:
-			case <-runDone:
-				return
-			}
-		}
-	}()
-	errC := make(chan error, 1)
-	go func() {
-		errC <- p.Run(ctx, in, a)
-		close(runDone)
-	}()
-
-	select {
-	case <-a.reached:
-	case err := <-errC:
-		t.Fatalf("Run returned %v before the outage", err)
-	case <-ctx.Done():
-		t.Fatal("no outage: acks never reached", outageAt)
-	}
-	srv.Shutdown()
-	close(down)
-	atShutdown := a.count.Load()
-	time.Sleep(3 * time.Second) // the outage, not an assertion
-	duringOutage := a.count.Load()
-	srv.Restart(t)
-	t.Logf("acks: %d when the server stopped, %d when it started again", atShutdown, duringOutage)
-	if duringOutage >= n {
-		t.Fatalf("every event was acked while the server was down")
-	}
-
-	select {
-	case err := <-errC:
-		if err != nil {
-			t.Fatalf("Run = %v, want nil after the server came back", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("Run did not finish within 2m of the restart; %d of %d acked", a.count.Load(), n)
-	}
-	<-feedDone
-	checkAcks(t, a, n)
-	// Every acked event is in the stream, once, in order.
-	checkStored(t, srv, "OUTBOX", tmpl, items)
-}
-
 func TestPublisherNothingToPublish(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := newJetStream(t, srv)
@@ -439,42 +271,6 @@ func TestPublisherNothingToPublish(t *testing.T) {
 		t.Fatalf("Run with in closed at once = %v, want nil", err)
 	}
 	checkAcks(t, a, 0)
-}
-
-func TestPublisherDuplicates(t *testing.T) {
-	ctx := testCtx(t)
-	srv := natstest.Start(t)
-	nc, js := newJetStream(t, srv)
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	b := newEventBuilder(t)
-	row := func(id, payload string) testRow {
-		return testRow{ID: id, AggregateType: "order", AggregateID: "1", EventType: "created", Payload: []byte(payload)}
-	}
-	first := b.event(row(eventID(1), "first"))
-	// The same event id in a later transaction: a replay after a restart.
-	replayed := b.event(row(eventID(1), "first"))
-	// A different row reusing the id: JetStream keeps the first one.
-	second := b.event(row(eventID(2), "second"))
-	clash := b.event(row(eventID(2), "clash"))
-	items := []Item{{Seq: 1, Event: first}, {Seq: 2, Event: first}, {Seq: 3, Event: replayed}, {Seq: 4, Event: second}, {Seq: 5, Event: clash}}
-
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 2})
-	a := newAcker()
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkAcks(t, a, len(items))
-	checkStored(t, srv, "OUTBOX", tmpl, []Item{{Seq: 1, Event: first}, {Seq: 4, Event: second}})
-
-	// A second Run over the same events, as after a restart that replays
-	// them: everything is acked again and nothing is stored again.
-	a = newAcker()
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkAcks(t, a, len(items))
-	checkStored(t, srv, "OUTBOX", tmpl, []Item{{Seq: 1, Event: first}, {Seq: 4, Event: second}})
 }
 
 // rowErrorFrom checks that err is a *event.RowError for ev naming
@@ -516,32 +312,6 @@ func checkStoppedAt(t *testing.T, srv *natstest.Server, js jetstream.JetStream, 
 	}
 	waitFor(t, 10*time.Second, "publishes in flight to settle", func() bool { return js.PublishAsyncPending() == 0 })
 	checkStored(t, srv, "OUTBOX", tmpl, items[:bad])
-}
-
-func TestPublisherMaxPayload(t *testing.T) {
-	ctx := testCtx(t)
-	srv := natstest.Start(t, natstest.WithMaxPayload(4096))
-	nc, js := newJetStream(t, srv)
-	if nc.MaxPayload() != 4096 {
-		t.Fatalf("server max_payload = %d, want 4096", nc.MaxPayload())
-	}
-	tmpl := testTemplate(t, defaultTemplate)
-	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(10, 3, 100)
-	b := newEventBuilder(t)
-	b.xid, b.lsn = 5000, 0x2000000
-	big := b.event(testRow{ID: eventID(6), AggregateType: "order", AggregateID: "6", EventType: "created",
-		Payload: testPayload(6, 8<<10)})
-	items[5].Event = big
-
-	a := newAcker()
-	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, MaxInFlight: 64})
-	err := run(ctx, p, items, a, nil)
-	rerr := rowErrorFrom(t, err, big, "payload", "max_payload", "4096", "8192")
-	if rerr.Xid != 5001 {
-		t.Errorf("RowError.Xid = %d, want the big row's xid 5001", rerr.Xid)
-	}
-	checkStoppedAt(t, srv, js, a, tmpl, items, 5)
 }
 
 // TestPublisherMaxPayloadBoundary checks the size outboxd computes against
