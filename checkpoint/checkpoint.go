@@ -211,7 +211,7 @@ func (e *MismatchError) Error() string {
 func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
 
 // Matches reports whether c was written for the given database system
-// identifier, timeline and slot (DESIGN.md, invariant 5). It returns nil when
+// identifier, timeline and slot (docs/design.md, invariant 5). It returns nil when
 // all three are equal, otherwise one *MismatchError per differing field
 // (joined with errors.Join when several differ); every one matches
 // ErrMismatch.

@@ -57,7 +57,7 @@ func (c CheckpointerConfig) Validate() error {
 
 // Checkpointer saves the tracker's safe LSN and publishes the newest saved
 // one as Durable, the only LSN the replication goroutine may confirm to
-// PostgreSQL as flushed (DESIGN.md, invariant 5).
+// PostgreSQL as flushed (docs/design.md, invariant 5).
 type Checkpointer struct {
 	store    Store
 	tracker  *Tracker

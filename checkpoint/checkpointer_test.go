@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/rs/zerolog"
+
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // fakeStore is an in-memory Store whose Save can be made to fail or block.
@@ -139,7 +140,7 @@ func TestCheckpointerFlushDurableWaitsForSave(t *testing.T) {
 func TestCheckpointerRunRetriesAndLogsOnce(t *testing.T) {
 	store := &fakeStore{failures: 5}
 	tr := NewTracker(0)
-	var logs syncBuffer
+	var logs testsync.Buffer
 	c := NewCheckpointer(CheckpointerConfig{
 		Store: store, Tracker: tr, Identity: testIdentity,
 		Interval: time.Millisecond, Logger: zerolog.New(&logs).Level(zerolog.InfoLevel),
@@ -198,7 +199,7 @@ func TestCheckpointerRunRetriesAndLogsOnce(t *testing.T) {
 func TestCheckpointerRunStopsDuringBlockedSave(t *testing.T) {
 	store := &fakeStore{block: true}
 	tr := NewTracker(0)
-	var logs syncBuffer
+	var logs testsync.Buffer
 	c := NewCheckpointer(CheckpointerConfig{
 		Store: store, Tracker: tr, Identity: testIdentity, Interval: time.Millisecond, Logger: zerolog.New(&logs),
 	})
@@ -284,22 +285,4 @@ func TestCheckpointerConfigValidate(t *testing.T) {
 		}
 	}()
 	NewCheckpointer(CheckpointerConfig{})
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

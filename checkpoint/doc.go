@@ -15,7 +15,7 @@
 //     newest saved one as [Checkpointer.Durable].
 //
 // The order of durability is PubAck, then checkpoint saved, then flush LSN
-// sent to PostgreSQL (DESIGN.md, invariant 5): the replication goroutine must
+// sent to PostgreSQL (docs/design.md, invariant 5): the replication goroutine must
 // confirm Durable, never Safe, so the slot's confirmed_flush_lsn is never
 // ahead of the stored checkpoint. Positions are always transaction end LSNs
 // (invariant 7), never the LSN of a row.

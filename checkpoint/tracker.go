@@ -13,7 +13,7 @@ import (
 // [Tracker.Add] never handed out.
 var ErrUnknownSeq = errors.New("ack of a sequence number that was never added")
 
-// Tracker computes the safe LSN from the messages in flight (DESIGN.md,
+// Tracker computes the safe LSN from the messages in flight (docs/design.md,
 // invariants 1 and 7). It does no I/O.
 //
 // One producer goroutine calls Add for each message of a transaction, in
@@ -151,7 +151,7 @@ func (t *Tracker) Ack(seq uint64) error {
 	return nil
 }
 
-// Idle lets an idle slot advance (DESIGN.md, invariant 1): the caller
+// Idle lets an idle slot advance (docs/design.md, invariant 1): the caller
 // promises that no transaction is open, and walEnd is the server's WAL end
 // from a keepalive. If every added message is acknowledged and every
 // committed transaction is safe, Safe becomes max(Safe, walEnd); otherwise

@@ -339,7 +339,9 @@ func TestDecodeInsert(t *testing.T) {
 		{
 			name: "headers keep order",
 			row:  rowWith(5, text(`{"z": "1", "a": "2", "m": "3"}`)),
-			want: with(func(w *wantEvent) { w.Headers = []event.Header{{Key: "z", Value: "1"}, {Key: "a", Value: "2"}, {Key: "m", Value: "3"}} }),
+			want: with(func(w *wantEvent) {
+				w.Headers = []event.Header{{Key: "z", Value: "1"}, {Key: "a", Value: "2"}, {Key: "m", Value: "3"}}
+			}),
 		},
 		{
 			name: "json headers keep duplicates and escapes",

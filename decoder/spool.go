@@ -16,7 +16,7 @@ import (
 // Spool keeps the changes of transactions that PostgreSQL streams while they
 // are still in progress (pgoutput protocol version 2, streaming 'on') on
 // disk until they commit, so that one huge transaction does not have to fit
-// in memory (DESIGN.md invariant 6). The Decoder it is given to (through
+// in memory (docs/design.md invariant 6). The Decoder it is given to (through
 // Config.Spool) writes to it; Decoder.Replay reads a committed transaction
 // back.
 //

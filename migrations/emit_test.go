@@ -14,29 +14,13 @@ import (
 
 	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/pgtest"
-	"github.com/outboxd/outboxd/migrations"
 )
-
-// migrated returns a connection to a new database with the migrations applied.
-func migrated(t *testing.T) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.Shared(t).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
 
 // TestOutboxEmit calls outbox_emit as an application would and reads the
 // row back: the returned id is the row's, the defaults fill the rest.
 func TestOutboxEmit(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 
 	var id uuid.UUID
 	if err := conn.QueryRow(ctx, `SELECT outbox_emit('order', '42', 'order.created', '{"total": 9.5}', '{"Trace-Id": "abc"}')`).Scan(&id); err != nil {
@@ -76,7 +60,7 @@ func TestOutboxEmit(t *testing.T) {
 // leaves nothing behind, by either function.
 func TestOutboxEmitRollback(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	peek := pgtest.MessageSlot(t, conn, "emit_test", "outbox")
 	for _, fn := range []string{"outbox_emit", "outbox_emit_message"} {
 		tx, err := conn.Begin(ctx)
@@ -104,7 +88,7 @@ func TestOutboxEmitRollback(t *testing.T) {
 // it returned.
 func TestOutboxEmitMessage(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	peek := pgtest.MessageSlot(t, conn, "emit_test", "outbox")
 
 	var id, plain uuid.UUID
@@ -146,7 +130,7 @@ func TestOutboxEmitMessage(t *testing.T) {
 // naming it, and nothing is written.
 func TestOutboxEmitBadInput(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	tests := []struct {
 		name, args, wantCode, wantErr string
 	}{

@@ -16,26 +16,10 @@ import (
 
 	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/pgtest"
-	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/outbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// migrated returns a connection to a new database with outboxd's migrations.
-func migrated(t *testing.T) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.Shared(t).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
 
 // inTx runs f in a transaction and commits it.
 func inTx(t *testing.T, conn *pgx.Conn, f func(pgx.Tx) error) {
@@ -75,7 +59,7 @@ func order(id, payload string) outbox.Event {
 // generated) and reads the rows back.
 func TestEmit(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	given := uuid.MustParse("0193a1b2-0000-7000-8000-000000000001")
 	var one uuid.UUID
 	var batch []uuid.UUID
@@ -116,7 +100,7 @@ func TestEmit(t *testing.T) {
 // as rows or as messages.
 func TestEmitRollback(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	peek := pgtest.MessageSlot(t, conn, "rollback_test", outbox.MessagePrefix)
 	messages, err := outbox.New(outbox.Config{Messages: true})
 	if err != nil {
@@ -150,7 +134,7 @@ func TestEmitRollback(t *testing.T) {
 // transactional message, in order, in the envelope outboxd decodes.
 func TestEmitMessages(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	peek := pgtest.MessageSlot(t, conn, "messages_test", outbox.MessagePrefix)
 	w, err := outbox.New(outbox.Config{Messages: true})
 	if err != nil {
@@ -196,7 +180,7 @@ func TestEmitMessages(t *testing.T) {
 // TestEmitTable writes into a table whose schema and name need quoting.
 func TestEmitTable(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	table := pgx.Identifier{"Sales Dept", `Out"box`}
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA "Sales Dept";
 		CREATE TABLE "Sales Dept"."Out""box" (LIKE public.outbox INCLUDING ALL)`); err != nil {
@@ -252,7 +236,7 @@ func TestEmitTable(t *testing.T) {
 // other events commit, the bad batch leaves nothing.
 func TestEmitInvalid(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	tests := []struct {
 		name      string
 		edit      func(*outbox.Event)

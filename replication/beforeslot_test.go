@@ -15,7 +15,7 @@ import (
 func TestRowsBeforeSlot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn, conn := newOutboxDatabase(t, pgtest.Shared(t))
+	dsn, conn := pgtest.Shared(t).MigratedDatabase(t)
 	table := Table{Schema: "public", Name: "outbox"}
 	countBefore := func(snapshot string) int {
 		t.Helper()

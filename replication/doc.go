@@ -3,9 +3,10 @@
 // streaming (Preflight), starts pgoutput streaming from a given LSN, and runs
 // the receive loop (Stream.Run).
 //
-// One goroutine owns the connection (DESIGN.md invariant 2): Stream.Run both
-// receives and sends standby status updates. Other goroutines only report the
-// durable position through the function given in Config.Durable, which Run
-// reads each time it sends an update. After Run returns, ownership passes back
-// to the caller, who sends the final update with Stream.Close.
+// One goroutine owns the connection (docs/design.md invariant 2): Stream.Run
+// both receives and sends standby status updates. Other goroutines only
+// report the durable position through the function passed to Stream.Start,
+// which Run reads each time it sends an update. After Run returns,
+// ownership passes back to the caller, who sends the final update with
+// Stream.Close.
 package replication

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 func TestValidSlotName(t *testing.T) {
@@ -57,7 +58,7 @@ func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
 		t.Fatal(err)
 	}
 	var pid int32
-	eventually(t, 10*time.Second, func() string {
+	testsync.Eventually(t, 10*time.Second, func() string {
 		if r := readSlot(t, conn, slot); r.active {
 			pid = r.activePID
 			return ""
@@ -68,7 +69,7 @@ func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
 }
 
 func TestSlotLifecycle(t *testing.T) {
-	dsn, conn := newOutboxDatabase(t, pgtest.Shared(t))
+	dsn, conn := pgtest.Shared(t).MigratedDatabase(t)
 	ctx := context.Background()
 	slot := uniqueSlot()
 	cfg := Config{ConnString: dsn, Slot: slot}
@@ -139,7 +140,7 @@ func TestSlotLifecycle(t *testing.T) {
 // TestDropSlotOfAnotherTool: a slot of another output plugin, or a
 // physical one, is not outboxd's to drop.
 func TestDropSlotOfAnotherTool(t *testing.T) {
-	_, conn := newOutboxDatabase(t, pgtest.Shared(t))
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	ctx := context.Background()
 	for _, create := range []string{
 		"SELECT pg_create_logical_replication_slot($1, 'test_decoding')",
@@ -164,7 +165,7 @@ func TestDropSlotOfAnotherTool(t *testing.T) {
 }
 
 func TestInspectPublication(t *testing.T) {
-	_, conn := newOutboxDatabase(t, pgtest.Shared(t))
+	_, conn := pgtest.Shared(t).MigratedDatabase(t)
 	ctx := context.Background()
 	table := Table{Schema: "public", Name: "outbox"}
 	pub, err := InspectPublication(ctx, conn, "outboxd", table)

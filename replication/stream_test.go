@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/internal/pgtest"
-	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // TestMain also fails the package when a test left a goroutine running.
@@ -35,24 +35,6 @@ func checkOutboxColumns(have []Column) error {
 		return fmt.Errorf("columns %v, want %v", have, outboxColumns)
 	}
 	return nil
-}
-
-// newOutboxDatabase makes a migrated database on srv and returns its DSN
-// and a normal connection to it, closed by t.Cleanup.
-func newOutboxDatabase(t testing.TB, srv *pgtest.Server) (string, *pgx.Conn) {
-	t.Helper()
-	dsn := srv.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return dsn, conn
 }
 
 // uniqueSlot names a slot no other test uses: slot names are per cluster,
@@ -172,23 +154,6 @@ func mustLSN(t testing.TB, s string) pglogrepl.LSN {
 	return lsn
 }
 
-// eventually polls cond until it returns "" (met) or the deadline passes,
-// then fails with cond's last complaint.
-func eventually(t testing.TB, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // awaitStatusUpdates returns once the walsender of slot has processed n
 // standby status updates sent after the call.
 func awaitStatusUpdates(t testing.TB, conn *pgx.Conn, slot string, n int) {
@@ -196,7 +161,7 @@ func awaitStatusUpdates(t testing.TB, conn *pgx.Conn, slot string, n int) {
 	since := time.Now()
 	seen := 0
 	var last time.Time
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		w, ok := readWalsender(t, conn, slot)
 		if !ok {
 			return "slot " + slot + " has no walsender"
@@ -297,7 +262,7 @@ func runStream(t testing.TB, s *Stream, out chan []Message) (stop func() error, 
 
 func TestStreamAgainstPostgres(t *testing.T) {
 	srv := pgtest.Shared(t)
-	dsn, conn := newOutboxDatabase(t, srv)
+	dsn, conn := srv.MigratedDatabase(t)
 	slot := uniqueSlot()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -406,7 +371,7 @@ func TestStreamAgainstPostgres(t *testing.T) {
 	if l2 <= l1 {
 		t.Fatalf("second commit end %s is not after the first %s", l2, l1)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testsync.Eventually(t, 10*time.Second, func() string {
 		if got := readSlot(t, conn, slot).confirmedFlush; got != l1 {
 			return fmt.Sprintf("confirmed_flush_lsn %s, want durable %s", got, l1)
 		}
@@ -443,7 +408,7 @@ func TestStreamAgainstPostgres(t *testing.T) {
 	if err := stream.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testsync.Eventually(t, 10*time.Second, func() string {
 		if row := readSlot(t, conn, slot); row.confirmedFlush != l2 || row.active {
 			return fmt.Sprintf("after Close: slot %s (walsender was %d), want confirmed at %s and inactive", row, pid, l2)
 		}
@@ -484,7 +449,7 @@ func startedStream(ctx context.Context, t *testing.T, dsn, slot string) *Stream 
 func TestStreamBackPressure(t *testing.T) {
 	const walSenderTimeout = 2 * time.Second
 	srv := pgtest.Start(t, pgtest.WithConf("wal_sender_timeout", "2s"))
-	dsn, conn := newOutboxDatabase(t, srv)
+	dsn, conn := srv.MigratedDatabase(t)
 	slot := uniqueSlot()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -503,7 +468,7 @@ func TestStreamBackPressure(t *testing.T) {
 		insertEvents(t, conn, 1)
 	}
 	var walsender int32
-	eventually(t, 10*time.Second, func() string {
+	testsync.Eventually(t, 10*time.Second, func() string {
 		w, ok := readWalsender(t, conn, slot)
 		if !ok {
 			return "no walsender for " + slot
@@ -551,7 +516,7 @@ func TestStreamBackPressure(t *testing.T) {
 // none over maxBatch, every row once and in WAL order.
 func TestStreamBatchesABacklog(t *testing.T) {
 	srv := pgtest.Shared(t)
-	dsn, conn := newOutboxDatabase(t, srv)
+	dsn, conn := srv.MigratedDatabase(t)
 	slot := uniqueSlot()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -566,7 +531,7 @@ func TestStreamBatchesABacklog(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&end); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		var sent pglogrepl.LSN
 		if err := conn.QueryRow(ctx, `SELECT coalesce(max(r.sent_lsn), '0/0')::text::pg_lsn FROM pg_stat_replication r
 			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1`, slot).Scan(&sent); err != nil {
@@ -642,7 +607,7 @@ func TestCopyToSlab(t *testing.T) {
 // not confirmed: PostgreSQL would store it in the slot and then skip the
 // transactions it writes up to there.
 func TestStatusNeverPastServerWAL(t *testing.T) {
-	dsn, conn := newOutboxDatabase(t, pgtest.Shared(t))
+	dsn, conn := pgtest.Shared(t).MigratedDatabase(t)
 	slot := uniqueSlot()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -5,5 +5,5 @@
 // Config.MaxInFlight unacknowledged, and reports each acknowledgement in order.
 // When a publish fails it stops, waits for everything in flight, and
 // republishes from the first unacknowledged message; the Nats-Msg-Id header
-// (the event id) lets JetStream drop the repeats (DESIGN.md invariant 3).
+// (the event id) lets JetStream drop the repeats (docs/design.md invariant 3).
 package sink

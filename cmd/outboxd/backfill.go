@@ -2,33 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/checkpoint"
-	"github.com/outboxd/outboxd/decoder"
-	"github.com/outboxd/outboxd/event"
-	"github.com/outboxd/outboxd/internal/telemetry"
-	"github.com/outboxd/outboxd/replication"
-	"github.com/outboxd/outboxd/sink"
+	"github.com/outboxd/outboxd/relay"
+	"github.com/outboxd/outboxd/relay/natsconn"
 )
-
-// headerBackfill marks a message that outboxd backfill published from the
-// slot's snapshot rather than from the replication stream.
-const headerBackfill = "Outbox-Backfill"
 
 // relayOnlyFlags are run's flags that mean nothing to a one-off backfill.
 // backfill still accepts them, so one set of flags or OUTBOXD_* variables
@@ -36,21 +21,6 @@ const headerBackfill = "Outbox-Backfill"
 var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-interval", "shutdown-timeout",
 	"standby-retry", "heartbeat-interval", "pg-streaming", "spool-dir", "allow-gap", "nats-monitor-url",
 	"retention", "retention-batch", "retention-pause", "retention-wait"}
-
-// backfillConfig is `outboxd backfill`'s settings: run's, and the predicate.
-type backfillConfig struct {
-	runConfig
-	Where string
-	// Since, when set, selects only rows created since then (by created_at)
-	// and leaves out those whose id the stream holds since then: the
-	// recovery of a slot that can no longer be read (a dropped
-	// publication), see publicationDropped.
-	Since time.Time
-	// progress receives the progress bar or lines (stderr).
-	progress io.Writer
-	// terminal draws a progress bar instead of lines.
-	terminal bool
-}
 
 func newBackfillCommand() *cobra.Command {
 	var where, since string
@@ -81,105 +51,26 @@ It takes run's flags; the ones only a running relay uses are accepted and ignore
 	cmd.Flags().StringVar(&where, "where", "", `SQL predicate on the outbox table selecting the rows to publish, e.g. '"ProcessedAt" IS NULL' or '"Status" = 0' (runs read-only in the snapshot)`)
 	cmd.Flags().StringVar(&since, "since", "", `publish the rows created since this time (RFC 3339, e.g. 2026-12-05T14:00:00Z, by the created_at column) that the stream does not hold yet`)
 	withRunSettings(cmd, func(cmd *cobra.Command, run runConfig) error {
-		if run.Table == "" {
-			return errors.New("--table is empty: backfill reads the rows of an outbox table; name it (logical messages leave no rows to backfill)")
-		}
-		cfg := backfillConfig{runConfig: run, Where: where, progress: os.Stderr, terminal: isTerminal(os.Stderr)}
-		if err := cfg.parseSince(since); err != nil {
+		cfg, err := backfillConfig(run, where, since)
+		if err != nil {
 			return err
 		}
-		if strings.TrimSpace(cfg.Where) == "" {
-			return errors.New(`--where is empty: give the predicate of the rows the old relay has not sent, e.g. --where '"ProcessedAt" IS NULL', or --where true for every row`)
-		}
 		log, _ := newLogger(run.LogLevel)
-		return runBackfill(cmd.Context(), cfg, log, cmd.OutOrStdout())
+		log = log.With().Str("component", "backfill").Logger()
+		nc, err := natsconn.Connect(run.NATSURL, run.natsAuth, log, func() {})
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if err := waitConnected(cmd.Context(), nc, natsConnectWait); err != nil {
+			return err
+		}
+		return relay.Backfill(cmd.Context(), cfg, relay.Env{NATS: nc, Log: log}, cmd.OutOrStdout())
 	})
 	for _, name := range relayOnlyFlags {
 		_ = cmd.Flags().MarkHidden(name)
 	}
 	return cmd
-}
-
-// runBackfill checks everything it can before creating the slot, creates
-// it, publishes the snapshot's matching rows and reports on out. After the
-// slot exists, a failure drops it again.
-func runBackfill(ctx context.Context, cfg backfillConfig, log zerolog.Logger, out io.Writer) error {
-	log = log.With().Str("component", "backfill").Logger()
-	nc, err := connectNATS(ctx, cfg.runConfig, log, telemetry.NewMetrics(cfg.Stream))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	if err := waitConnected(ctx, nc, natsConnectWait); err != nil {
-		return err
-	}
-	js, err := newJetStream(nc)
-	if err != nil {
-		return err
-	}
-	if err := checkBackfillTargets(ctx, cfg, js, nc, log); err != nil {
-		return err
-	}
-	var published map[string]struct{}
-	if !cfg.Since.IsZero() {
-		if cfg.Where, err = cfg.sinceWhere(ctx); err != nil {
-			return err
-		}
-		if published, err = publishedSince(ctx, js, cfg.Stream, cfg.Since.Add(-sinceSkew)); err != nil {
-			return err
-		}
-		log.Info().Time("since", cfg.Since).Int("in_stream", len(published)).Msg("read the ids the stream holds since --since")
-	}
-	if err := checkSnapshotRead(ctx, cfg); err != nil {
-		return err
-	}
-
-	stream, err := replication.Connect(ctx, replication.Config{ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication, Logger: log})
-	if err != nil {
-		return err
-	}
-	snap, err := stream.CreateSlotExportingSnapshot(ctx)
-	if err != nil {
-		stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was streamed
-		if errors.Is(err, replication.ErrSlotExists) {
-			return slotExistsError(cfg.Slot)
-		}
-		return err
-	}
-	created := time.Now()
-	log.Info().Str("slot", cfg.Slot).Str("consistent_point", snap.ConsistentPoint.String()).Str("snapshot", snap.Name).
-		Msg("created replication slot with an exported snapshot")
-	// The replication connection stays open and idle until the read is
-	// done: closing it, or any command on it, ends the exported snapshot.
-	counts, err := publishSnapshot(ctx, cfg, js, nc, snap, created, published, log)
-	stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a walsender not streaming has nothing to confirm
-	if err != nil {
-		return abandonSlot(ctx, cfg.runConfig, err)
-	}
-	// Every row before the slot is published now (or, left out by
-	// --where, was by the old relay): retention may delete them.
-	if err := saveBackfilled(ctx, cfg.runConfig, nc, stream, snap.ConsistentPoint); err != nil {
-		log.Warn().Err(err).Msg("the backfill is complete, but its checkpoint was not saved: --retention will keep the rows that were in the table before the slot")
-	}
-	fmt.Fprintf(out, "backfilled %d rows of %s where %s from the snapshot at %s into stream %s (%d of them acknowledged as held already, %d dead-lettered)\n",
-		counts.done.Load()-counts.held.Load(), cfg.table, cfg.Where, snap.ConsistentPoint, cfg.Stream, counts.duplicates.Load(), counts.dead.Load())
-	if published != nil {
-		fmt.Fprintf(out, "left out %d rows created since %s that the stream holds already\n", counts.held.Load(), cfg.Since.Format(time.RFC3339))
-	}
-	fmt.Fprintf(out, "replication slot %q holds every commit after %s: start outboxd run with the same settings to publish them\n",
-		cfg.Slot, snap.ConsistentPoint)
-	return nil
-}
-
-// saveBackfilled saves the checkpoint of a complete backfill: the slot's
-// consistent point, with no row before the slot left unpublished.
-func saveBackfilled(ctx context.Context, cfg runConfig, nc *nats.Conn, stream *replication.Stream, consistent pglogrepl.LSN) error {
-	store, err := openStore(ctx, cfg, nc)
-	if err != nil {
-		return err
-	}
-	return store.Save(ctx, checkpoint.Checkpoint{LSN: consistent, SystemID: stream.SystemID(), Timeline: stream.Timeline(),
-		Slot: cfg.Slot, SavedAt: time.Now().UTC(), BeforeSlot: checkpoint.NoneBeforeSlot})
 }
 
 // natsConnectWait is how long backfill waits for a NATS server that does
@@ -209,220 +100,26 @@ func waitConnected(ctx context.Context, nc *nats.Conn, wait time.Duration) error
 	return nil
 }
 
-// checkBackfillTargets checks, before the slot exists, what run checks at
-// start (stream, dead-letter subject, database objects) and that this is a
-// first start: no slot and no checkpoint for it yet.
-func checkBackfillTargets(ctx context.Context, cfg backfillConfig, js jetstream.JetStream, nc *nats.Conn, log zerolog.Logger) error {
-	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.template, cfg.CreateStream)
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
-		log.Warn().Str("stream", cfg.Stream).Msg(w)
-	}
-	if cfg.DeadLetter != "" {
-		if _, err := sink.CheckDeadLetter(ctx, js, cfg.DeadLetter); err != nil {
-			return err
+// isTerminal reports whether f is a terminal, where backfill draws a
+// progress bar instead of printing lines.
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
+
+// backfillConfig is backfill's configuration from run's settings and its
+// own flags: --since in RFC 3339, which makes --where default to every
+// row; checked whole.
+func backfillConfig(run runConfig, where, since string) (relay.BackfillConfig, error) {
+	cfg := relay.BackfillConfig{Config: run.relay, Where: where, Progress: os.Stderr, Terminal: isTerminal(os.Stderr)}
+	if since != "" {
+		t, err := time.Parse(time.RFC3339Nano, since)
+		if err != nil {
+			return cfg, fmt.Errorf("--since %q is not a time: use RFC 3339, e.g. 2026-12-05T14:00:00Z", since)
+		}
+		cfg.Since = t
+		if strings.TrimSpace(cfg.Where) == "" {
+			cfg.Where = "true" // every row created since then
 		}
 	}
-	store, err := openStore(ctx, cfg.runConfig, nc)
-	if err != nil {
-		return err
-	}
-	saved, err := store.Load(ctx)
-	if err == nil {
-		return fmt.Errorf("checkpoint %s already holds position %s for slot %q: outboxd has streamed with this slot before, so backfill would publish rows it already published and run would refuse the new slot as a gap; pass another --slot (a new checkpoint key), or delete the checkpoint if that slot is gone for good",
-			store, saved.LSN, cfg.Slot)
-	}
-	if !errors.Is(err, checkpoint.ErrNotFound) {
-		return fmt.Errorf("load checkpoint from %s: %w", store, err)
-	}
-	slot, err := preflight(ctx, cfg.runConfig)
-	if err != nil {
-		return err
-	}
-	if slot.Exists {
-		return slotExistsError(cfg.Slot)
-	}
-	return nil
-}
-
-func slotExistsError(slot string) error {
-	return fmt.Errorf("replication slot %q already exists: backfill needs the snapshot PostgreSQL exports only while it creates a slot; if outboxd already streams from this slot there is nothing to backfill (start outboxd run), otherwise drop it (SELECT pg_drop_replication_slot('%s')) or pass another --slot",
-		slot, slot)
-}
-
-// abandonSlot drops the slot backfill created after cause stopped it, so
-// that backfill can be run again (a slot nobody reads keeps WAL forever).
-func abandonSlot(ctx context.Context, cfg runConfig, cause error) error {
-	if ctx.Err() != nil && errors.Is(cause, context.Canceled) {
-		cause = errors.New("backfill interrupted (SIGINT or SIGTERM) before every row was acknowledged")
-	}
-	dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := dropSlot(dropCtx, cfg.PGURL, cfg.Slot); err != nil {
-		return fmt.Errorf("%w; dropping replication slot %q failed too (%v): drop it (SELECT pg_drop_replication_slot('%s')) before running backfill again",
-			cause, cfg.Slot, err, cfg.Slot)
-	}
-	return fmt.Errorf("%w; replication slot %q was dropped again, so backfill can be run again once that is fixed (rows it published are deduplicated by Nats-Msg-Id within the stream's duplicate window)",
-		cause, cfg.Slot)
-}
-
-// dropSlot drops the slot, retrying while the walsender that created it is
-// still releasing it.
-func dropSlot(ctx context.Context, pgURL, slot string) error {
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for {
-		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// publishSnapshot imports the slot's snapshot in a read-only transaction,
-// publishes every row matching the predicate through the run's publisher
-// and returns the counts of what was acknowledged.
-func publishSnapshot(ctx context.Context, cfg backfillConfig, js jetstream.JetStream, nc *nats.Conn,
-	snap replication.SlotSnapshot, created time.Time, published map[string]struct{}, log zerolog.Logger) (*backfillProgress, error) {
-	read, err := replication.BeginSnapshotRead(ctx, cfg.PGURL, snap.Name, cfg.snapshotQuery())
-	if err != nil {
-		return nil, err
-	}
-	defer read.Close(context.WithoutCancel(ctx))
-	// Every row committed before the consistent point, at a time no later
-	// than the slot's creation; its own xid is not known.
-	rows, err := cfg.snapshotReader(read, event.TxInfo{CommitLSN: snap.ConsistentPoint, CommitTime: created})
-	if err != nil {
-		return nil, err
-	}
-	total, err := read.Count(ctx)
-	if err != nil {
-		return nil, err
-	}
-	log.Info().Int64("rows", total).Str("where", cfg.Where).Str("publication_row_filter", read.RowFilter()).
-		Msg("publishing the snapshot's rows")
-	// --publish-mode is resolved as run resolves it.
-	fast, err := fastPublishing(ctx, cfg.runConfig, js, log)
-	if err != nil {
-		return nil, err
-	}
-	progress := newProgress(cfg.progress, cfg.terminal, total)
-	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sink.Config{
-		Stream: cfg.Stream, Subject: cfg.template, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
-		Exclusive: cfg.Exclusive, Fast: fast, LogPayloads: cfg.LogPayloads, Logger: log, Observer: progress,
-	})
-	if err != nil {
-		return nil, err
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	items := make(chan sink.Item, channelSize)
-	g.Go(func() error {
-		defer close(items)
-		return sendRows(gctx, read, rows, cfg.DeadLetter != "", published, progress, items)
-	})
-	g.Go(func() error { return publisher.Run(gctx, items, progress) })
-	err = g.Wait()
-	progress.finish()
-	if err != nil {
-		return progress, err
-	}
-	return progress, read.Commit(ctx)
-}
-
-// snapshotQuery selects the predicate's rows in (created_at, id) order,
-// by the columns --columns maps them to (id alone when created_at is not
-// mapped): the order the old relay most likely used, stable across runs.
-func (cfg backfillConfig) snapshotQuery() replication.SnapshotQuery {
-	cols := cfg.columns
-	var order []string
-	if cols.CreatedAt != "" {
-		order = append(order, cols.CreatedAt)
-	}
-	order = append(order, cols.ID)
-	return replication.SnapshotQuery{Table: cfg.table, Where: cfg.Where, OrderBy: order, Publication: cfg.Publication}
-}
-
-// snapshotReader maps the read's rows to events with the decoder that run
-// uses, configured the same way.
-func (cfg backfillConfig) snapshotReader(read *replication.SnapshotRead, tx event.TxInfo) (*decoder.SnapshotReader, error) {
-	dec, err := decoder.New(decoder.Config{Schema: cfg.table.Schema, Table: cfg.table.Name, Columns: cfg.columns})
-	if err != nil {
-		return nil, err
-	}
-	cols := make([]decoder.SnapshotColumn, len(read.Columns()))
-	for i, c := range read.Columns() {
-		cols[i] = decoder.SnapshotColumn{Name: c.Name, TypeOID: c.TypeOID}
-	}
-	return dec.Snapshot(cols, tx)
-}
-
-// checkSnapshotRead checks, in a read-only transaction of its own and
-// before the slot exists, that the table fits the mapping and that
-// PostgreSQL accepts the predicate, so that a typo costs no slot.
-func checkSnapshotRead(ctx context.Context, cfg backfillConfig) error {
-	read, err := replication.BeginSnapshotRead(ctx, cfg.PGURL, "", cfg.snapshotQuery())
-	if err != nil {
-		return err
-	}
-	defer read.Close(context.WithoutCancel(ctx))
-	if _, err := cfg.snapshotReader(read, event.TxInfo{}); err != nil {
-		return err
-	}
-	return read.Check(ctx)
-}
-
-// sendRows reads the selected rows and hands each on as an event (or, with
-// a dead-letter subject, a row that cannot be one as a dead letter). A row
-// whose id is in published is left out and counted held by progress.
-func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder.SnapshotReader, deadLetters bool,
-	published map[string]struct{}, progress *backfillProgress, items chan<- sink.Item) error {
-	var seq uint64
-	return read.Rows(ctx, func(values [][]byte) error {
-		var item sink.Item
-		ev, err := rows.Event(values)
-		var rowErr *event.RowError
-		switch {
-		case err == nil && inSet(published, ev.ID):
-			return progress.leftOut()
-		case err == nil:
-			ev.Headers = append(ev.Headers, event.Header{Key: headerBackfill, Value: "true"})
-			item.Event = ev
-		case errors.As(err, &rowErr) && deadLetters && rowErr.EventID != "":
-			item.Dead = rowErr
-		case errors.As(err, &rowErr) && deadLetters:
-			// A streamed row's dead letter is told apart by its LSN; rows
-			// read from the snapshot have none, so a second id-less row's
-			// dead letter would be dropped as a duplicate of the first.
-			return fmt.Errorf("snapshot %w; backfill cannot dead-letter a row without an id: give the row an id, or leave it out with --where", err)
-		case errors.As(err, &rowErr):
-			// Read from the snapshot, it has no xid or LSN: they show 0.
-			return fmt.Errorf("snapshot %w", err)
-		default:
-			return err
-		}
-		seq++
-		item.Seq = seq
-		select {
-		case items <- item:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-}
-
-func inSet(set map[string]struct{}, key string) bool {
-	_, ok := set[key]
-	return ok
+	return cfg, cfg.Validate()
 }

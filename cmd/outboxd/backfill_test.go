@@ -26,14 +26,15 @@ func TestWaitConnectedNoServer(t *testing.T) {
 }
 
 // TestBackfillSince: --since takes an RFC 3339 time, needs created_at
-// mapped, and lets --where default to every row.
+// mapped, and lets --where default to every row; without --since, --where
+// is required.
 func TestBackfillSince(t *testing.T) {
 	run := defaultRunConfig()
 	if err := run.validate(); err != nil {
 		t.Fatal(err)
 	}
 	noCreatedAt := run
-	noCreatedAt.columns.CreatedAt = ""
+	noCreatedAt.relay.Columns.CreatedAt = ""
 	for _, tt := range []struct {
 		name      string
 		run       runConfig
@@ -47,19 +48,19 @@ func TestBackfillSince(t *testing.T) {
 		{name: "with a where", run: run, where: `"Status" = 0`, since: "2026-12-05T14:00:00.5+01:00", wantWhere: `"Status" = 0`},
 		{name: "not RFC 3339", run: run, since: "yesterday", wantErr: `--since "yesterday" is not a time: use RFC 3339`},
 		{name: "date only", run: run, since: "2026-12-05", wantErr: `--since "2026-12-05" is not a time`},
+		{name: "no where", run: run, wantErr: "--where is empty"},
 		{name: "no created_at", run: noCreatedAt, since: "2026-12-05T14:00:00Z", wantErr: "--columns maps none: map it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := backfillConfig{runConfig: tt.run, Where: tt.where}
-			err := cfg.parseSince(tt.since)
+			cfg, err := backfillConfig(tt.run, tt.where, tt.since)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseSince(%q) = %v, want an error with %q", tt.since, err, tt.wantErr)
+					t.Fatalf("backfillConfig(since %q) = %v, want an error with %q", tt.since, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil || cfg.Where != tt.wantWhere || (tt.since != "" && cfg.Since.IsZero()) {
-				t.Fatalf("parseSince(%q) = %v: where %q since %v, want where %q", tt.since, err, cfg.Where, cfg.Since, tt.wantWhere)
+				t.Fatalf("backfillConfig(since %q) = %v: where %q since %v, want where %q", tt.since, err, cfg.Where, cfg.Since, tt.wantWhere)
 			}
 		})
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/outboxd/outboxd/internal/cpuclock"
 	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/relay"
 )
 
 // benchPayload is a ~200 byte jsonb payload, as in the decoder's benchmarks.
@@ -36,10 +38,10 @@ func BenchmarkRelayBacklog(b *testing.B) {
 		txSize    int
 		configure func(*runConfig)
 	}{
-		{"sink=jetstream/mode=async/tx=1", 1, func(c *runConfig) { c.PublishMode = publishAsync }},
-		{"sink=jetstream/mode=async/tx=100", 100, func(c *runConfig) { c.PublishMode = publishAsync }},
-		{"sink=jetstream/mode=fast/tx=1", 1, func(c *runConfig) { c.PublishMode = publishFast }},
-		{"sink=jetstream/mode=fast/tx=100", 100, func(c *runConfig) { c.PublishMode = publishFast }},
+		{"sink=jetstream/mode=async/tx=1", 1, func(c *runConfig) { c.PublishMode = string(relay.PublishAsync) }},
+		{"sink=jetstream/mode=async/tx=100", 100, func(c *runConfig) { c.PublishMode = string(relay.PublishAsync) }},
+		{"sink=jetstream/mode=fast/tx=1", 1, func(c *runConfig) { c.PublishMode = string(relay.PublishFast) }},
+		{"sink=jetstream/mode=fast/tx=100", 100, func(c *runConfig) { c.PublishMode = string(relay.PublishFast) }},
 		{"sink=null/tx=1", 1, func(c *runConfig) { c.Sink = sinkNull }},
 		{"sink=null/tx=100", 100, func(c *runConfig) { c.Sink = sinkNull }},
 	} {
@@ -50,7 +52,7 @@ func BenchmarkRelayBacklog(b *testing.B) {
 func benchmarkRelayBacklog(b *testing.B, txSize int, configure func(*runConfig)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dsn, conn := migratedDatabase(ctx, b)
+	dsn, conn := pgtest.Shared(b).MigratedDatabase(b)
 	ns := natstest.Start(b)
 	cfg := defaultRunConfig()
 	cfg.PGURL, cfg.NATSURL, cfg.CreateStream, cfg.MetricsAddr = dsn, ns.URL(), true, ""

@@ -14,8 +14,8 @@ func TestColumnsConfigKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (decoder.Columns{ID: "Id", EventType: "Topic", Payload: "Payload", CreatedAt: "CreatedAt"}); cfg.columns != want {
-		t.Errorf("columns from the file: %+v, want %+v", cfg.columns, want)
+	if want := (decoder.Columns{ID: "Id", EventType: "Topic", Payload: "Payload", CreatedAt: "CreatedAt"}); cfg.relay.Columns != want {
+		t.Errorf("columns from the file: %+v, want %+v", cfg.relay.Columns, want)
 	}
 	bad := writeConfig(t, "columns: event_type=Topic,payload=Payload\n")
 	_, err = parseRun(t, []string{"--config", bad}, nil)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/relay"
+	"github.com/outboxd/outboxd/relay/natsconn"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -24,12 +26,8 @@ const (
 	sinkNull      = "null" // benchmarks: acknowledge without publishing
 )
 
-// The --publish-mode values.
-const (
-	publishAuto  = "auto"  // fast where the server and stream take it, else async
-	publishFast  = "fast"  // JetStream fast-ingest batches; refuse to start without them
-	publishAsync = "async" // one PublishAsync and PubAck per message
-)
+// retentionOff is the --retention value that turns the job off (default).
+const retentionOff = "off"
 
 // runConfig is every setting of `outboxd run`, parsed and checked.
 type runConfig struct {
@@ -92,43 +90,40 @@ type runConfig struct {
 	// when there is no file or a flag or the environment sets the level.
 	levelFromFile func() (string, error)
 
-	// Parsed forms, set by validate.
-	natsAuth natsAuth
-	table    replication.Table
-	columns  decoder.Columns
-	// retentionOn and retentionAge are --retention parsed.
-	retentionOn  bool
-	retentionAge time.Duration
-	template     *sink.Template
-	location     checkpoint.Location
+	// Parsed forms, set by validate: the NATS credentials, and the
+	// relay's configuration.
+	natsAuth natsconn.Auth
+	relay    relay.Config
 }
 
+// defaultRunConfig is the relay's defaults in their flag forms.
 func defaultRunConfig() runConfig {
+	d := relay.DefaultConfig()
 	return runConfig{
-		PGURL:           "postgres://postgres@127.0.0.1:5432/postgres",
+		PGURL:           d.PGURL,
 		NATSURL:         "nats://127.0.0.1:4222",
-		Stream:          "OUTBOX",
-		Slot:            "outboxd",
-		Publication:     "outboxd",
-		Table:           "public.outbox",
-		Messages:        true,
-		Columns:         decoder.DefaultColumns().String(),
-		Subject:         "outbox.{aggregate_type}.{event_type}",
-		Checkpoint:      "kv:outboxd",
-		MaxInFlight:     4096,
-		PublishLinger:   sink.DefaultLinger,
-		ReadLinger:      replication.DefaultReadLinger,
-		PublishMode:     publishAuto,
-		StatusInterval:  time.Second,
-		CheckpointEvery: 200 * time.Millisecond,
-		ShutdownTimeout: 30 * time.Second,
-		StandbyRetry:    2 * time.Second,
+		Stream:          d.Stream,
+		Slot:            d.Slot,
+		Publication:     d.Publication,
+		Table:           d.Table.Schema + "." + d.Table.Name,
+		Messages:        d.Messages,
+		Columns:         d.Columns.String(),
+		Subject:         relay.DefaultSubject,
+		Checkpoint:      d.Checkpoint.String(),
+		MaxInFlight:     d.MaxInFlight,
+		PublishLinger:   d.PublishLinger,
+		ReadLinger:      d.ReadLinger,
+		PublishMode:     string(d.PublishMode),
+		StatusInterval:  d.StatusInterval,
+		CheckpointEvery: d.CheckpointInterval,
+		ShutdownTimeout: d.ShutdownTimeout,
+		StandbyRetry:    d.StandbyRetry,
 		Retention:       retentionOff,
-		RetentionBatch:  1000,
-		RetentionPause:  100 * time.Millisecond,
-		RetentionWait:   time.Minute,
-		CreatedAtZone:   "UTC",
-		PGStreaming:     true,
+		RetentionBatch:  d.Retention.Batch,
+		RetentionPause:  d.Retention.Pause,
+		RetentionWait:   d.Retention.Wait,
+		CreatedAtZone:   d.Retention.CreatedAtZone,
+		PGStreaming:     d.PGStreaming,
 		LogLevel:        "info",
 		MetricsAddr:     "127.0.0.1:9187",
 		Sink:            sinkJetStream,
@@ -220,75 +215,65 @@ func (c *runConfig) validate() error {
 			return fmt.Errorf("--nats-monitor-url %q is not an HTTP URL: use http://host:8222", c.NATSMonitorURL)
 		}
 	}
-	var err error
-	switch {
-	case c.Table == "" && !c.Messages:
-		return fmt.Errorf("--table is empty and --messages=false: outboxd would publish nothing; name the outbox table or turn --messages on")
-	case c.Table == "":
-		c.table = replication.Table{} // messages only
-	default:
-		if c.table, err = replication.ParseTable(c.Table); err != nil {
-			return fmt.Errorf("--table: %w", err)
-		}
-	}
-	if c.columns, err = decoder.ParseColumns(c.Columns); err != nil {
-		return fmt.Errorf("--columns: %w", err)
-	}
-	if c.template, err = sink.ParseTemplate(c.Subject); err != nil {
-		return fmt.Errorf("--subject: %w", err)
-	}
-	if c.location, err = checkpoint.ParseLocation(c.Checkpoint); err != nil {
-		return fmt.Errorf("--checkpoint: %w", err)
-	}
-	if err := replication.ValidSlotName(c.Slot); err != nil {
-		return fmt.Errorf("--slot: %w", err)
-	}
-	if c.Stream == "" {
-		return fmt.Errorf("--stream is empty: name the JetStream stream, e.g. OUTBOX")
-	}
-	if c.PublishLinger < 100*time.Microsecond || c.PublishLinger > 100*time.Millisecond {
-		return fmt.Errorf("--publish-linger %s is out of range: use 100µs to 100ms", c.PublishLinger)
-	}
-	if c.ReadLinger < 0 || c.ReadLinger > replication.MaxReadLinger {
-		return fmt.Errorf("--read-linger %s is out of range: use 0 to %s", c.ReadLinger, replication.MaxReadLinger)
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
-		return fmt.Errorf("--max-in-flight %d is out of range: use 1 to 65536", c.MaxInFlight)
-	}
-	switch {
-	case c.PublishMode != publishAuto && c.PublishMode != publishFast && c.PublishMode != publishAsync:
-		return fmt.Errorf("--publish-mode %q is not a mode: use %s, %s or %s", c.PublishMode, publishAuto, publishFast, publishAsync)
-	case c.PublishMode == publishFast && c.Exclusive:
-		return fmt.Errorf("--publish-mode fast cannot be combined with --exclusive-stream, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use --publish-mode auto or async")
-	}
-	for name, d := range map[string]time.Duration{"--status-interval": c.StatusInterval, "--checkpoint-interval": c.CheckpointEvery} {
-		if d < 10*time.Millisecond || d > time.Minute {
-			return fmt.Errorf("%s %s is out of range: use 10ms to 1m", name, d)
-		}
-	}
-	if c.StandbyRetry < 100*time.Millisecond || c.StandbyRetry > time.Minute {
-		return fmt.Errorf("--standby-retry %s is out of range: use 100ms to 1m", c.StandbyRetry)
-	}
-	if err := c.validateRetention(); err != nil {
+	if err := c.parseRelay(); err != nil {
 		return err
 	}
-	if c.Heartbeat != 0 && (c.Heartbeat < time.Second || c.Heartbeat > time.Hour) {
-		return fmt.Errorf("--heartbeat-interval %s is out of range: use 0 (off) or 1s to 1h", c.Heartbeat)
-	}
-	if c.ShutdownTimeout <= 0 {
-		return fmt.Errorf("--shutdown-timeout %s must be positive, e.g. 30s", c.ShutdownTimeout)
+	if err := c.relay.Validate(); err != nil {
+		return err
 	}
 	if c.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || !validPort(port) {
 			return fmt.Errorf("--metrics-addr %q is not host:port: use e.g. 127.0.0.1:9187, :9187, or \"\" to serve nothing", c.MetricsAddr)
 		}
 	}
-	if c.Sink != sinkJetStream && c.Sink != sinkNull {
-		return fmt.Errorf("--sink %q is not a sink: use %s (or %s in benchmarks)", c.Sink, sinkJetStream, sinkNull)
-	}
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
 		return fmt.Errorf("--log-level %q is not a level: use debug, info, warn or error", c.LogLevel)
 	}
+	return nil
+}
+
+// parseRelay parses the relay's settings that have a syntax into
+// c.relay; relay.Config.Validate checks their ranges and combinations.
+func (c *runConfig) parseRelay() error {
+	r := relay.Config{
+		PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication, Messages: c.Messages, Stream: c.Stream,
+		CreateStream: c.CreateStream, DeadLetter: c.DeadLetter, Exclusive: c.Exclusive, AllowGap: c.AllowGap,
+		PublishMode: relay.PublishMode(c.PublishMode), MaxInFlight: c.MaxInFlight, PublishLinger: c.PublishLinger,
+		ReadLinger: c.ReadLinger, StatusInterval: c.StatusInterval, CheckpointInterval: c.CheckpointEvery,
+		ShutdownTimeout: c.ShutdownTimeout, StandbyRetry: c.StandbyRetry, Heartbeat: c.Heartbeat,
+		PGStreaming: c.PGStreaming, SpoolDir: c.SpoolDir, NATSMonitorURL: c.NATSMonitorURL, LogPayloads: c.LogPayloads,
+		Retention: relay.Retention{Batch: c.RetentionBatch, Pause: c.RetentionPause, Wait: c.RetentionWait, CreatedAtZone: c.CreatedAtZone},
+	}
+	var err error
+	if c.Table != "" {
+		if r.Table, err = replication.ParseTable(c.Table); err != nil {
+			return fmt.Errorf("--table: %w", err)
+		}
+	}
+	if r.Columns, err = decoder.ParseColumns(c.Columns); err != nil {
+		return fmt.Errorf("--columns: %w", err)
+	}
+	if r.Subject, err = sink.ParseTemplate(c.Subject); err != nil {
+		return fmt.Errorf("--subject: %w", err)
+	}
+	if r.Checkpoint, err = checkpoint.ParseLocation(c.Checkpoint); err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	switch c.Sink {
+	case sinkJetStream:
+	case sinkNull:
+		r.NullSink = true
+	default:
+		return fmt.Errorf("--sink %q is not a sink: use %s (or %s in benchmarks)", c.Sink, sinkJetStream, sinkNull)
+	}
+	if c.Retention != retentionOff {
+		age, err := time.ParseDuration(c.Retention)
+		if err != nil || age < 0 {
+			return fmt.Errorf("--retention %q is not an age: use off, 0s (delete as soon as confirmed) or a duration such as 72h", c.Retention)
+		}
+		r.Retention.On, r.Retention.Age = true, age
+	}
+	c.relay = r
 	return nil
 }
 
@@ -300,7 +285,7 @@ func validPort(p string) bool {
 
 // trackedString is a string flag that records whether it was set, from
 // the command line, its environment variable or the config file
-// (applySettings sets the Value directly, which pflag's Changed does not
+// (cliconfig.Apply sets the Value directly, which pflag's Changed does not
 // see).
 type trackedString struct {
 	value *string
@@ -329,40 +314,4 @@ func (c *runConfig) reloadLogLevel() (string, error) {
 		return c.LogLevel, nil
 	}
 	return c.levelFromFile()
-}
-
-// validateRetention parses --retention and checks what it needs: a table,
-// and a created_at column to measure an age by.
-func (c *runConfig) validateRetention() error {
-	if c.Retention == retentionOff {
-		c.retentionOn = false
-		return nil
-	}
-	age, err := time.ParseDuration(c.Retention)
-	if err != nil || age < 0 {
-		return fmt.Errorf("--retention %q is not an age: use off, 0s (delete as soon as confirmed) or a duration such as 72h", c.Retention)
-	}
-	c.retentionOn, c.retentionAge = true, age
-	if c.Table == "" {
-		return fmt.Errorf("--retention %s with --table '': there is no table to delete from; use --retention off", c.Retention)
-	}
-	if c.Sink == sinkNull {
-		return fmt.Errorf("--retention %s with --sink null would delete rows that were never published; use --retention off", c.Retention)
-	}
-	if _, ok := c.columns.Mapped("created_at"); !ok && age > 0 {
-		return fmt.Errorf("--retention %s needs the rows' age, and --columns maps no created_at: map it (e.g. created_at=CreatedAt), or use --retention 0s to delete rows as soon as they are confirmed", c.Retention)
-	}
-	if c.RetentionBatch < 1 || c.RetentionBatch > 100000 {
-		return fmt.Errorf("--retention-batch %d is out of range: use 1 to 100000", c.RetentionBatch)
-	}
-	if c.RetentionPause < 10*time.Millisecond || c.RetentionPause > time.Hour {
-		return fmt.Errorf("--retention-pause %s is out of range: use 10ms to 1h", c.RetentionPause)
-	}
-	if c.RetentionWait < time.Second || c.RetentionWait > time.Hour {
-		return fmt.Errorf("--retention-wait %s is out of range: use 1s to 1h", c.RetentionWait)
-	}
-	if strings.TrimSpace(c.CreatedAtZone) == "" {
-		return fmt.Errorf("--created-at-zone is empty: name the zone a timestamp created_at column holds its values in, e.g. UTC")
-	}
-	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/outboxd/outboxd/internal/cliconfig"
 )
 
 // redacted stands for a secret in `outboxd config`, as in pgconn's and
@@ -42,7 +44,7 @@ func printConfig(out io.Writer, fs *pflag.FlagSet, cfg runConfig) error {
 		if f.Name == "help" {
 			return
 		}
-		value, source := f.Value.String(), sourceOf(f)
+		value, source := f.Value.String(), cliconfig.SourceOf(f)
 		if effective, ok := fromContext[f.Name]; ok {
 			// validate took this one from the --nats-context. It sets
 			// the URL in place, so compare that with the default.

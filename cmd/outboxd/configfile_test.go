@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/internal/cliconfig"
 )
 
 // writeConfig writes a YAML config file for the test and returns its path.
@@ -42,7 +44,7 @@ create-stream: true
 		{"slot (file)", cfg.Slot, "file_slot"},
 		{"publication (env over file)", cfg.Publication, "env_pub"},
 		{"table (flag over env and file)", cfg.Table, "flag.outbox"},
-		{"parsed table", cfg.table.Schema, "flag"},
+		{"parsed table", cfg.relay.Table.Schema, "flag"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
@@ -76,12 +78,10 @@ create-stream: true
 // another command is no error, and each command reads its own.
 func TestConfigFileSharedByCommands(t *testing.T) {
 	// max-in-flight 0 stops run at validation, after the file was read:
-	// the error is about it, not about demo's and migrate's keys.
-	path := writeConfig(t, "max-in-flight: 0\nrole: outboxd_app\nevents: 0\n")
+	// the error is about it, not about migrate's key.
+	path := writeConfig(t, "max-in-flight: 0\nrole: outboxd_app\n")
 	_, _, err := execute(t, newRootCommand(), []string{"run", "--config", path}, nil)
 	checkErr(t, err, []string{"--max-in-flight 0 is out of range", `key "max-in-flight"`, path})
-	_, _, err = execute(t, newRootCommand(), []string{"demo", "--config", path}, nil)
-	checkErr(t, err, []string{"--events 0 is out of range"})
 }
 
 var badConfigFile = []struct {
@@ -162,18 +162,6 @@ func TestValidationNamesTheEnvironment(t *testing.T) {
 	}
 }
 
-func TestNearestKey(t *testing.T) {
-	known := []string{"pg-url", "nats-url", "max-in-flight", "slot", "stream"}
-	for key, want := range map[string]string{
-		"max_in_flight": "max-in-flight", "pgurl": "pg-url", "nats.url": "nats-url", "solt": "slot",
-		"streams": "stream", "completely-different": "",
-	} {
-		if got := nearest(key, known); got != want {
-			t.Errorf("nearest(%q) = %q, want %q", key, got, want)
-		}
-	}
-}
-
 // TestHangupRereadsConfigFile: SIGHUP's reload reads the file's log level
 // again, unless the environment (or a flag) set it.
 func TestHangupRereadsConfigFile(t *testing.T) {
@@ -226,7 +214,7 @@ func TestCommandLineOnly(t *testing.T) {
 		drop := &cobra.Command{Use: "drop", Args: cobra.NoArgs}
 		drop.Flags().BoolVar(force, "force", false, "drop even while active")
 		withRunSettings(drop, func(*cobra.Command, runConfig) error { return nil })
-		commandLineOnly(drop.Flags(), "force")
+		cliconfig.CommandLineOnly(drop.Flags(), "force")
 		root.AddCommand(drop)
 		return root
 	}
@@ -254,10 +242,10 @@ func TestCommandLineOnly(t *testing.T) {
 func TestDocumentEnvTwice(t *testing.T) {
 	cmd := withRunSettings(&cobra.Command{Use: "x"}, func(*cobra.Command, runConfig) error { return nil })
 	cmd.Flags().Bool("json", false, "print JSON")
-	documentEnv(cmd.Flags())
+	cliconfig.DocumentEnv(cmd.Flags())
 	for _, name := range []string{"slot", "json", "config"} {
 		usage := cmd.Flags().Lookup(name).Usage
-		if n := strings.Count(usage, "(env "+envName(name)+")"); n != 1 {
+		if n := strings.Count(usage, "(env "+cliconfig.EnvName(name)+")"); n != 1 {
 			t.Errorf("--%s usage names its variable %d times: %q", name, n, usage)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/internal/cliconfig"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -97,7 +98,7 @@ func defaultText(f *pflag.Flag) string {
 }
 
 func TestHelpShowsEnvAndDefaults(t *testing.T) {
-	for _, sub := range []string{"run", "migrate", "demo"} {
+	for _, sub := range []string{"run", "migrate"} {
 		t.Run(sub, func(t *testing.T) {
 			help, _, err := execute(t, newRootCommand(), []string{sub, "--help"}, nil)
 			if err != nil {
@@ -120,7 +121,7 @@ func TestHelpShowsEnvAndDefaults(t *testing.T) {
 				}
 				n++
 				line := flagLine(t, help, f.Name)
-				if want := "(env " + envName(f.Name) + ")"; !strings.Contains(line, want) {
+				if want := "(env " + cliconfig.EnvName(f.Name) + ")"; !strings.Contains(line, want) {
 					t.Errorf("--%s: help line lacks %s:\n%s", f.Name, want, line)
 				}
 				if want := defaultText(f); want != "" && !strings.Contains(line, want) {
@@ -185,12 +186,12 @@ func TestRunContractFlags(t *testing.T) {
 	if !cfg.Messages {
 		t.Error("--messages is off by default, want on")
 	}
-	if cfg, err := parseRun(t, []string{"--table", ""}, nil); err != nil || cfg.table != (replication.Table{}) {
-		t.Errorf("--table '': table %+v, err %v; want no table", cfg.table, err)
+	if cfg, err := parseRun(t, []string{"--table", ""}, nil); err != nil || cfg.relay.Table != (replication.Table{}) {
+		t.Errorf("--table '': table %+v, err %v; want no table", cfg.relay.Table, err)
 	}
-	if cfg.table.Schema != "public" || cfg.table.Name != "outbox" || cfg.location.Kind != "kv" ||
-		cfg.location.Bucket != "outboxd" || cfg.template == nil {
-		t.Errorf("parsed forms of the defaults: table %+v, location %+v, template %v", cfg.table, cfg.location, cfg.template)
+	if cfg.relay.Table.Schema != "public" || cfg.relay.Table.Name != "outbox" || cfg.relay.Checkpoint.Kind != "kv" ||
+		cfg.relay.Checkpoint.Bucket != "outboxd" || cfg.relay.Subject == nil {
+		t.Errorf("parsed forms of the defaults: table %+v, location %+v, template %v", cfg.relay.Table, cfg.relay.Checkpoint, cfg.relay.Subject)
 	}
 }
 
@@ -252,14 +253,14 @@ func TestPrecedence(t *testing.T) {
 		{"bad env ignored when the flag is given", []string{"--shutdown-timeout", "7s"}, map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "abc"},
 			func(c runConfig) any { return c.ShutdownTimeout }, 7 * time.Second},
 		{"table env is parsed", nil, map[string]string{"OUTBOXD_TABLE": `"Sales"."Outbox"`},
-			func(c runConfig) any { return c.table.Schema + "|" + c.table.Name }, "Sales|Outbox"},
-		{"columns default", nil, nil, func(c runConfig) any { return c.columns }, decoder.DefaultColumns()},
+			func(c runConfig) any { return c.relay.Table.Schema + "|" + c.relay.Table.Name }, "Sales|Outbox"},
+		{"columns default", nil, nil, func(c runConfig) any { return c.relay.Columns }, decoder.DefaultColumns()},
 		{"columns env is parsed", nil, map[string]string{"OUTBOXD_COLUMNS": "id=Id,event_type=TypeName,payload=Content"},
-			func(c runConfig) any { return c.columns }, decoder.Columns{ID: "Id", EventType: "TypeName", Payload: "Content"}},
+			func(c runConfig) any { return c.relay.Columns }, decoder.Columns{ID: "Id", EventType: "TypeName", Payload: "Content"}},
 		{"columns flag over env", []string{"--columns", "id=Id,payload=Payload"}, map[string]string{"OUTBOXD_COLUMNS": "id=x,payload=y"},
-			func(c runConfig) any { return c.columns }, decoder.Columns{ID: "Id", Payload: "Payload"}},
+			func(c runConfig) any { return c.relay.Columns }, decoder.Columns{ID: "Id", Payload: "Payload"}},
 		{"checkpoint env is parsed", nil, map[string]string{"OUTBOXD_CHECKPOINT": "file:/tmp/x/../ckpt"},
-			func(c runConfig) any { return c.location.Kind + "|" + c.location.Path }, "file|/tmp/ckpt"},
+			func(c runConfig) any { return c.relay.Checkpoint.Kind + "|" + c.relay.Checkpoint.Path }, "file|/tmp/ckpt"},
 		{"nats-url list with spaces", []string{"--nats-url", "nats://a:4222, nats://b:4222"}, nil,
 			func(c runConfig) any { return c.NATSURL }, "nats://a:4222, nats://b:4222"},
 		{"env of another command is not read", nil, map[string]string{"OUTBOXD_EVENTS": "5"},
@@ -273,29 +274,6 @@ func TestPrecedence(t *testing.T) {
 			}
 			if got := tt.want(cfg); got != tt.val {
 				t.Errorf("got %v, want %v", got, tt.val)
-			}
-		})
-	}
-}
-
-func TestDemoAndMigratePrecedence(t *testing.T) {
-	// demo validates --events before it starts anything, so an out-of-range
-	// value shows which source won without starting servers.
-	tests := []struct {
-		name    string
-		args    []string
-		env     map[string]string
-		wantErr string
-	}{
-		{"env", nil, map[string]string{"OUTBOXD_EVENTS": "0"}, "--events 0 is out of range"},
-		{"flag over env", []string{"--events", "-1"}, map[string]string{"OUTBOXD_EVENTS": "0"}, "--events -1 is out of range"},
-		{"bad env", nil, map[string]string{"OUTBOXD_EVENTS": "many"}, `OUTBOXD_EVENTS="many" is not a valid --events`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := execute(t, newRootCommand(), append([]string{"demo"}, tt.args...), tt.env)
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"sync"
@@ -10,29 +9,14 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestLevelSharedByDerivedLoggers: a logger derived with With() (as every
 // component's is) follows a change of the shared level.
 func TestLevelSharedByDerivedLoggers(t *testing.T) {
-	var out lockedBuffer
+	var out testsync.Buffer
 	log, level := newLoggerTo(&out, "warn")
 	sink := log.With().Str("component", "sink").Logger()
 	sink.Info().Msg("hidden at warn")
@@ -50,7 +34,7 @@ func TestLevelSharedByDerivedLoggers(t *testing.T) {
 // level changes to what reload gives, a bad value or a failing reload
 // leaves it, and after stop SIGHUP is no longer caught by it.
 func TestHangupReloadsLogLevel(t *testing.T) {
-	var out lockedBuffer
+	var out testsync.Buffer
 	log, level := newLoggerTo(&out, "info")
 	var mu sync.Mutex
 	next, nextErr := "debug", error(nil)

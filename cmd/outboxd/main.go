@@ -1,5 +1,7 @@
 // Command outboxd relays transactional-outbox rows from PostgreSQL logical
-// replication to NATS JetStream. See the README for the commands and flags.
+// replication to NATS JetStream. It parses flags, environment and the
+// config file into the configurations of package relay and wires the
+// commands; docs/configuration.md lists every setting.
 package main
 
 import (

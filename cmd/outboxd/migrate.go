@@ -5,7 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/internal/cliconfig"
 	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/relay"
 )
 
 func newMigrateCommand() *cobra.Command {
@@ -27,9 +29,9 @@ sends only a hash), and allow the role replication connections in
 pg_hba.conf. The migrating user must be allowed to create roles (superuser,
 or CREATEROLE with REPLICATION) and to grant on the table (its owner).`,
 		Args:    cobra.NoArgs,
-		PreRunE: applySettings,
+		PreRunE: cliconfig.Apply,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := connectPostgres(cmd.Context(), pgURL)
+			conn, err := relay.ConnectPostgres(cmd.Context(), pgURL)
 			if err != nil {
 				return err
 			}
@@ -60,7 +62,7 @@ or CREATEROLE with REPLICATION) and to grant on the table (its owner).`,
 	cmd.Flags().StringVar(&pgURL, "pg-url", pgURL, "PostgreSQL URL of the database to migrate")
 	cmd.Flags().StringVar(&role.Name, "role", "", "create or update this least-privileged role for outboxd run (LOGIN REPLICATION, SELECT on public.outbox)")
 	cmd.Flags().StringVar(&role.Password, "role-password", "", "set this password (or SCRAM verifier) on --role; default: leave the password to the operator")
-	addConfigFlag(cmd.Flags())
-	documentEnv(cmd.Flags())
+	cliconfig.AddConfigFlag(cmd.Flags())
+	cliconfig.DocumentEnv(cmd.Flags())
 	return cmd
 }

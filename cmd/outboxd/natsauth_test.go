@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
-	"github.com/rs/zerolog"
 
 	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/relay/natsconn"
 )
 
 const (
@@ -69,40 +67,40 @@ func TestNATSAuthOptions(t *testing.T) {
 	f := newAuthFiles(t)
 	tests := []struct {
 		name string
-		auth natsAuth
+		auth natsconn.Auth
 		want func(nats.Options) error
 	}{
-		{"none", natsAuth{}, func(o nats.Options) error {
+		{"none", natsconn.Auth{}, func(o nats.Options) error {
 			if o.User != "" || o.Token != "" || o.Nkey != "" || o.UserJWT != nil || o.RootCAsCB != nil || o.TLSCertCB != nil {
 				return errors.New("options set without flags")
 			}
 			return nil
 		}},
-		{"user and password", natsAuth{User: "outboxd", Password: testPassword}, func(o nats.Options) error {
+		{"user and password", natsconn.Auth{User: "outboxd", Password: testPassword}, func(o nats.Options) error {
 			if o.User != "outboxd" || o.Password != testPassword {
 				return fmt.Errorf("user %q", o.User)
 			}
 			return nil
 		}},
-		{"token", natsAuth{Token: testToken}, func(o nats.Options) error {
+		{"token", natsconn.Auth{Token: testToken}, func(o nats.Options) error {
 			if o.Token != testToken {
 				return errors.New("token not set")
 			}
 			return nil
 		}},
-		{"nkey", natsAuth{Nkey: f.nkey}, func(o nats.Options) error {
+		{"nkey", natsconn.Auth{Nkey: f.nkey}, func(o nats.Options) error {
 			if !strings.HasPrefix(o.Nkey, "U") || o.SignatureCB == nil {
 				return fmt.Errorf("nkey %q, signature callback %v", o.Nkey, o.SignatureCB != nil)
 			}
 			return nil
 		}},
-		{"creds", natsAuth{Creds: f.creds}, func(o nats.Options) error {
+		{"creds", natsconn.Auth{Creds: f.creds}, func(o nats.Options) error {
 			if o.UserJWT == nil || o.SignatureCB == nil {
 				return errors.New("JWT callbacks not set")
 			}
 			return nil
 		}},
-		{"tls ca, cert and key", natsAuth{CA: f.ca, Cert: f.cert, Key: f.key}, func(o nats.Options) error {
+		{"tls ca, cert and key", natsconn.Auth{CA: f.ca, Cert: f.cert, Key: f.key}, func(o nats.Options) error {
 			if !o.Secure || o.RootCAsCB == nil || o.TLSCertCB == nil {
 				return fmt.Errorf("secure %v, roots %v, cert %v", o.Secure, o.RootCAsCB != nil, o.TLSCertCB != nil)
 			}
@@ -111,7 +109,7 @@ func TestNATSAuthOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, err := natsAuthOptions(tt.auth)
+			opts, err := natsconn.Options(tt.auth)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,21 +186,21 @@ func TestNATSContext(t *testing.T) {
 		name string
 		args []string
 		env  map[string]string
-		want natsAuth
+		want natsconn.Auth
 		url  string
 	}{
 		{"context alone", nil, nil,
-			natsAuth{User: "ctxuser", Password: testPassword, CA: f.ca, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
+			natsconn.Auth{User: "ctxuser", Password: testPassword, CA: f.ca, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
 		{"--nats-url wins", []string{"--nats-url", "nats://flag:4222"}, nil,
-			natsAuth{User: "ctxuser", Password: testPassword, CA: f.ca, Cert: f.cert, Key: f.key}, "nats://flag:4222"},
+			natsconn.Auth{User: "ctxuser", Password: testPassword, CA: f.ca, Cert: f.cert, Key: f.key}, "nats://flag:4222"},
 		{"OUTBOXD_NATS_URL wins", nil, map[string]string{"OUTBOXD_NATS_URL": "nats://env:4222"},
-			natsAuth{User: "ctxuser", Password: testPassword, CA: f.ca, Cert: f.cert, Key: f.key}, "nats://env:4222"},
+			natsconn.Auth{User: "ctxuser", Password: testPassword, CA: f.ca, Cert: f.cert, Key: f.key}, "nats://env:4222"},
 		{"explicit token replaces the context's identity", []string{"--nats-token", testToken}, nil,
-			natsAuth{Token: testToken, CA: f.ca, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
+			natsconn.Auth{Token: testToken, CA: f.ca, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
 		{"explicit user and password win", []string{"--nats-user", "flaguser", "--nats-password", "other"}, nil,
-			natsAuth{User: "flaguser", Password: "other", CA: f.ca, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
+			natsconn.Auth{User: "flaguser", Password: "other", CA: f.ca, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
 		{"explicit ca wins", []string{"--nats-tls-ca", f.cert}, nil,
-			natsAuth{User: "ctxuser", Password: testPassword, CA: f.cert, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
+			natsconn.Auth{User: "ctxuser", Password: testPassword, CA: f.cert, Cert: f.cert, Key: f.key}, "tls://ctx.example:4222"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,47 +272,5 @@ func TestBadNATSContext(t *testing.T) {
 				t.Errorf("error %q shows a secret", err)
 			}
 		})
-	}
-}
-
-func TestPermissionLog(t *testing.T) {
-	var buf bytes.Buffer
-	p := newPermissionLog(zerolog.New(&buf))
-	now := time.Unix(1000, 0)
-	p.now = func() time.Time { return now }
-	violation := func(subject string) error {
-		return fmt.Errorf("%w: Permissions Violation for Publish to %q", nats.ErrPermissionViolation, subject)
-	}
-	count := func() int {
-		return strings.Count(buf.String(), "permissions violation for publish to outbox.invoice.Created")
-	}
-
-	p.handle(nil, nil, violation("outbox.invoice.Created"))
-	p.handle(nil, nil, violation("outbox.invoice.Created"))
-	if got := count(); got != 1 {
-		t.Fatalf("logged %d times, want once:\n%s", got, buf.String())
-	}
-	for _, want := range []string{`"permission":"publish"`, `"subject":"outbox.invoice.Created"`, `"level":"error"`} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("log %s lacks %s", buf.String(), want)
-		}
-	}
-	p.handle(nil, nil, violation("outbox.invoice.Updated"))
-	if !strings.Contains(buf.String(), "publish to outbox.invoice.Updated") {
-		t.Error("a second subject was not logged")
-	}
-	p.reset() // reconnected
-	p.handle(nil, nil, violation("outbox.invoice.Created"))
-	if got := count(); got != 2 {
-		t.Errorf("after a reconnect logged %d times in all, want 2", got)
-	}
-	now = now.Add(2 * time.Minute)
-	p.handle(nil, nil, violation("outbox.invoice.Created"))
-	if got := count(); got != 3 {
-		t.Errorf("a minute later logged %d times in all, want 3", got)
-	}
-	p.handle(nil, nil, fmt.Errorf("%w: Permissions Violation for Subscription to \"_INBOX.x\"", nats.ErrPermissionViolation))
-	if !strings.Contains(buf.String(), "permissions violation for subscribe to _INBOX.x") {
-		t.Errorf("subscribe violation not logged:\n%s", buf.String())
 	}
 }

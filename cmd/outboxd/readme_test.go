@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/outboxd/outboxd/internal/cliconfig"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -89,18 +90,18 @@ func referenceTable(t testing.TB, command string) string {
 	var b strings.Builder
 	b.WriteString("| flag | environment | config key | default | meaning |\n|---|---|---|---|---|\n")
 	for _, f := range referenceFlags(t, command) {
-		env, key := "`"+envName(f.Name)+"`", "`"+f.Name+"`"
-		if f.Name == configFlag {
+		env, key := "`"+cliconfig.EnvName(f.Name)+"`", "`"+f.Name+"`"
+		if f.Name == cliconfig.ConfigFlag {
 			key = "—"
 		}
-		if isCommandLineOnly(f) {
+		if cliconfig.IsCommandLineOnly(f) {
 			env, key = "—", "—"
 		}
 		def := "none"
 		if f.DefValue != "" {
 			def = "`" + f.DefValue + "`"
 		}
-		usage := strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", envName(f.Name)))
+		usage := strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", cliconfig.EnvName(f.Name)))
 		usage = strings.ReplaceAll(usage, "|", `\|`)
 		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s | %s |\n", f.Name, env, key, def, usage)
 	}

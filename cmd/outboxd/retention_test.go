@@ -10,8 +10,8 @@ func TestRetentionSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.retentionOn || cfg.RetentionBatch != 1000 || cfg.RetentionPause != 100*time.Millisecond || cfg.RetentionWait != time.Minute {
-		t.Errorf("defaults: on %v, batch %d, pause %s, wait %s", cfg.retentionOn, cfg.RetentionBatch, cfg.RetentionPause, cfg.RetentionWait)
+	if cfg.relay.Retention.On || cfg.RetentionBatch != 1000 || cfg.RetentionPause != 100*time.Millisecond || cfg.RetentionWait != time.Minute {
+		t.Errorf("defaults: on %v, batch %d, pause %s, wait %s", cfg.relay.Retention.On, cfg.RetentionBatch, cfg.RetentionPause, cfg.RetentionWait)
 	}
 	for _, tt := range []struct {
 		name string
@@ -29,8 +29,8 @@ func TestRetentionSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !cfg.retentionOn || cfg.retentionAge != tt.age {
-				t.Errorf("retention on %v age %s, want on, %s", cfg.retentionOn, cfg.retentionAge, tt.age)
+			if !cfg.relay.Retention.On || cfg.relay.Retention.Age != tt.age {
+				t.Errorf("retention on %v age %s, want on, %s", cfg.relay.Retention.On, cfg.relay.Retention.Age, tt.age)
 			}
 		})
 	}

@@ -24,7 +24,7 @@ outboxd config prints what is in effect and where each value came from.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newConfigCommand())
-	root.AddCommand(newRunCommand(), newStatusCommand(), newSlotCommand(), newBackfillCommand(), newMigrateCommand(), newVersionCommand(), newDemoCommand())
+	root.AddCommand(newRunCommand(), newStatusCommand(), newSlotCommand(), newBackfillCommand(), newMigrateCommand(), newVersionCommand())
 	return root
 }
 

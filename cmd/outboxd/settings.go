@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/internal/cliconfig"
 )
 
 // runSettingsAnnotation marks a command that takes run's settings.
@@ -18,18 +20,18 @@ func withRunSettings(cmd *cobra.Command, run func(cmd *cobra.Command, cfg runCon
 		cmd.Annotations = map[string]string{}
 	}
 	cmd.Annotations[runSettingsAnnotation] = "true"
-	cmd.PreRunE = applySettings
+	cmd.PreRunE = cliconfig.Apply
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.validate(); err != nil {
-			return withSource(cmd.Flags(), err)
+			return cliconfig.WithSource(cmd.Flags(), err)
 		}
-		cfg.levelFromFile = fileLogLevel(cmd)
+		cfg.levelFromFile = cliconfig.FileLogLevel(cmd)
 		// Checks against the database (a placeholder naming no column)
 		// name the flag too: say where its value came from.
-		return withSource(cmd.Flags(), run(cmd, cfg))
+		return cliconfig.WithSource(cmd.Flags(), run(cmd, cfg))
 	}
 	cfg.addFlags(cmd.Flags())
-	addConfigFlag(cmd.Flags())
-	documentEnv(cmd.Flags())
+	cliconfig.AddConfigFlag(cmd.Flags())
+	cliconfig.DocumentEnv(cmd.Flags())
 	return cmd
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/internal/cliconfig"
+	"github.com/outboxd/outboxd/relay"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -71,21 +71,16 @@ that says how to create it.`,
 		if err != nil {
 			return err
 		}
-		report := newSlotReport(info)
+		report := relay.NewSlotReport(info)
 		if asJSON {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(report)
 		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-		writeSlot(tw, report)
-		if problem := info.Usable(); problem != "" {
-			fmt.Fprintf(tw, "  outboxd cannot use it: it %s\n", problem)
-		}
-		return tw.Flush()
+		return report.WriteText(cmd.OutOrStdout())
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the slot as JSON (the \"slot\" object of outboxd status --json)")
-	documentEnv(cmd.Flags())
+	cliconfig.DocumentEnv(cmd.Flags())
 	return cmd
 }
 
@@ -96,7 +91,7 @@ func inspectSlot(ctx context.Context, cfg runConfig) (replication.SlotInfo, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, slotTimeout)
 	defer cancel()
-	conn, err := connectPostgres(ctx, cfg.PGURL)
+	conn, err := relay.ConnectPostgres(ctx, cfg.PGURL)
 	if err != nil {
 		return replication.SlotInfo{}, err
 	}
@@ -139,13 +134,13 @@ reads them.`,
 			return err // not outboxd's slot: no --yes makes it so
 		}
 		out := cmd.OutOrStdout()
-		explainDrop(out, info)
+		relay.ExplainDrop(out, info)
 		if !yes {
 			return fmt.Errorf("replication slot %q not dropped: pass --yes to drop it%s", cfg.Slot, forceHint(info, force))
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), slotTimeout)
 		defer cancel()
-		conn, err := connectPostgres(ctx, cfg.PGURL)
+		conn, err := relay.ConnectPostgres(ctx, cfg.PGURL)
 		if err != nil {
 			return err
 		}
@@ -162,30 +157,11 @@ reads them.`,
 	})
 	cmd.Flags().BoolVar(&yes, "yes", false, "really drop the slot (events not yet published are lost)")
 	cmd.Flags().BoolVar(&force, "force", false, "terminate the process holding an active slot, then drop it")
-	documentEnv(cmd.Flags())
+	cliconfig.DocumentEnv(cmd.Flags())
 	// A drop must be typed each time: OUTBOXD_YES in a unit's environment
 	// would drop the slot of every later run.
-	commandLineOnly(cmd.Flags(), "yes", "force")
+	cliconfig.CommandLineOnly(cmd.Flags(), "yes", "force")
 	return cmd
-}
-
-// explainDrop says what dropping this slot loses, with its numbers.
-func explainDrop(w io.Writer, s replication.SlotInfo) {
-	fmt.Fprintf(w, "Dropping replication slot %q (plugin %s, confirmed_flush_lsn %s, %s of WAL written since):\n",
-		s.Name, orNone(s.Plugin), s.ConfirmedFlush, humanBytes(s.LagBytes))
-	fmt.Fprintln(w, "  - events committed but not yet published (after confirmed_flush_lsn) are lost: no outboxd can read them again;")
-	fmt.Fprintln(w, "  - a new slot (outboxd slot create, or outboxd run) starts at its own consistent point: only later commits are streamed;")
-	fmt.Fprintln(w, "  - while a checkpoint of this slot exists, outboxd run refuses to start on the new one: republish the lost events, then start it once with --allow-gap.")
-	if s.Active {
-		fmt.Fprintf(w, "The slot is active: server process %d%s holds it.\n", s.ActivePID, applicationOf(s))
-	}
-}
-
-func applicationOf(s replication.SlotInfo) string {
-	if s.ActiveApplication == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (%s)", s.ActiveApplication)
 }
 
 func forceHint(s replication.SlotInfo, force bool) string {

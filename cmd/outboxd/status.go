@@ -3,19 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/internal/cliconfig"
+	"github.com/outboxd/outboxd/relay"
+	"github.com/outboxd/outboxd/relay/natsconn"
 	"github.com/outboxd/outboxd/replication"
-	"github.com/outboxd/outboxd/sink"
 )
 
 // statusOptions are the flags of `outboxd status` beside run's settings.
@@ -34,7 +31,7 @@ func newStatusCommand() *cobra.Command {
 use: the replication slot (position, WAL it holds, lag), the publication and its
 tables, the JetStream stream, and the saved checkpoint; then list what needs
 attention. A missing object is shown as missing with the command that creates it.
---json prints the same report for scripts (field names are stable; see the README).
+--json prints the same report for scripts (field names are stable; see docs/operations.md).
 Exits 0 when the report was printed, whatever it says; 1 on bad settings.`,
 		Args: cobra.NoArgs,
 	}, func(cmd *cobra.Command, cfg runConfig) error {
@@ -43,18 +40,21 @@ Exits 0 when the report was printed, whatever it says; 1 on bad settings.`,
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), opts.Timeout)
 		defer cancel()
-		report := gatherStatus(ctx, cfg, opts)
+		report := relay.Status(ctx, cfg.relay, relay.StatusOptions{
+			RetainedMiB: opts.RetainedMiB,
+			ConnectNATS: func() (*nats.Conn, error) { return natsconn.ConnectOnce(cfg.NATSURL, cfg.natsAuth, "outboxd status") },
+		})
 		if opts.JSON {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(report)
 		}
-		return writeStatus(cmd.OutOrStdout(), report)
+		return report.WriteText(cmd.OutOrStdout())
 	})
-	cmd.Flags().BoolVar(&opts.JSON, "json", opts.JSON, "print the report as JSON (stable field names, documented in the README)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", opts.JSON, "print the report as JSON (stable field names, documented in docs/operations.md)")
 	cmd.Flags().Int64Var(&opts.RetainedMiB, "warn-retained-mib", opts.RetainedMiB, "warn when an inactive slot retains more than this much WAL, in MiB (0 or more)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", opts.Timeout, "how long to wait for PostgreSQL and NATS altogether (1s-10m)")
-	documentEnv(cmd.Flags())
+	cliconfig.DocumentEnv(cmd.Flags())
 	return cmd
 }
 
@@ -66,302 +66,4 @@ func (o statusOptions) validate(cfg runConfig) error {
 		return fmt.Errorf("--timeout %s is out of range: use 1s to 10m", o.Timeout)
 	}
 	return replication.ValidSlotName(cfg.Slot)
-}
-
-// statusReport is what `outboxd status --json` prints. Its JSON field
-// names are an interface for scripts: add fields, never rename them.
-type statusReport struct {
-	Slot        slotReport        `json:"slot"`
-	Publication publicationReport `json:"publication"`
-	Stream      streamReport      `json:"stream"`
-	Checkpoint  checkpointReport  `json:"checkpoint"`
-	// Warnings is never null: an empty list means nothing needs attention.
-	Warnings []statusWarning `json:"warnings"`
-}
-
-// presence says whether a section's object exists; Problem says why it
-// is missing or could not be read, with the fix. A section's other fields
-// are meaningful only when Exists is true.
-type presence struct {
-	Exists  bool   `json:"exists"`
-	Problem string `json:"problem"`
-	// unreadable: the server did not answer, so whether it exists is unknown.
-	unreadable bool
-}
-
-// fail records err; it is unreadable unless it matches missing.
-func (p *presence) fail(err, missing error) {
-	p.Exists, p.Problem, p.unreadable = false, err.Error(), !errors.Is(err, missing)
-}
-
-// warning is the warning for a section that is missing or unreadable.
-func (p presence) warning(what string) []statusWarning {
-	switch {
-	case p.Exists:
-		return nil
-	case p.unreadable:
-		return []statusWarning{{what + "_unreadable", p.Problem}}
-	}
-	return []statusWarning{{what + "_missing", p.Problem}}
-}
-
-type slotReport struct {
-	Name string `json:"name"`
-	presence
-	Type              string `json:"type"`
-	Plugin            string `json:"plugin"`
-	Database          string `json:"database"`
-	Active            bool   `json:"active"`
-	ActivePID         int32  `json:"active_pid"`
-	ActiveApplication string `json:"active_application"`
-	ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
-	RestartLSN        string `json:"restart_lsn"`
-	WALStatus         string `json:"wal_status"`
-	CurrentWALLSN     string `json:"current_wal_lsn"`
-	RetainedWALBytes  int64  `json:"retained_wal_bytes"`
-	LagBytes          int64  `json:"lag_bytes"`
-
-	info replication.SlotInfo
-}
-
-type publicationReport struct {
-	Name string `json:"name"`
-	presence
-	PublishesInsert bool     `json:"publishes_insert"`
-	AllTables       bool     `json:"all_tables"`
-	Tables          []string `json:"tables"`
-	// Table is --table; HoldsTable says whether the publication has it.
-	Table      string `json:"table"`
-	HoldsTable bool   `json:"holds_table"`
-}
-
-type streamReport struct {
-	Name string `json:"name"`
-	presence
-	Subjects               []string `json:"subjects"`
-	Messages               uint64   `json:"messages"`
-	Bytes                  uint64   `json:"bytes"`
-	Replicas               int      `json:"replicas"`
-	Storage                string   `json:"storage"`
-	DuplicateWindow        string   `json:"duplicate_window"`
-	DuplicateWindowSeconds float64  `json:"duplicate_window_seconds"`
-}
-
-type checkpointReport struct {
-	Store string `json:"store"`
-	presence
-	LSN      string `json:"lsn"`
-	SavedAt  string `json:"saved_at"` // RFC 3339, UTC
-	Slot     string `json:"slot"`
-	SystemID string `json:"system_id"`
-	Timeline int32  `json:"timeline"`
-
-	lsn pglogrepl.LSN
-}
-
-// statusWarning is one thing that needs attention. Code is stable (see the
-// README's list); Message says what and what to do.
-type statusWarning struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// gatherStatus reads every section it can: a section that fails is
-// reported with its problem, never stops the others.
-func gatherStatus(ctx context.Context, cfg runConfig, opts statusOptions) statusReport {
-	r := statusReport{
-		Slot:        slotReport{Name: cfg.Slot},
-		Publication: publicationReport{Name: cfg.Publication, Table: cfg.table.String(), Tables: []string{}},
-		Stream:      streamReport{Name: cfg.Stream, Subjects: []string{}},
-		Checkpoint:  checkpointReport{Store: cfg.location.String()},
-		Warnings:    []statusWarning{},
-	}
-	gatherPostgres(ctx, cfg, &r)
-	gatherNATS(ctx, cfg, &r)
-	r.Warnings = append(r.Warnings, derivedWarnings(r, opts.RetainedMiB<<20)...)
-	return r
-}
-
-func gatherPostgres(ctx context.Context, cfg runConfig, r *statusReport) {
-	conn, err := connectPostgres(ctx, cfg.PGURL)
-	if err != nil {
-		err = fmt.Errorf("cannot read: %w", err)
-		r.Slot.fail(err, nil)
-		r.Publication.fail(err, nil)
-		return
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if info, err := replication.InspectSlot(ctx, conn, cfg.Slot); err != nil {
-		r.Slot.fail(err, replication.ErrSlotNotFound)
-	} else {
-		r.Slot = newSlotReport(info)
-	}
-	pub, err := replication.InspectPublication(ctx, conn, cfg.Publication, cfg.table)
-	if err != nil {
-		r.Publication.fail(err, replication.ErrPublicationNotFound)
-		return
-	}
-	r.Publication.Exists, r.Publication.PublishesInsert, r.Publication.AllTables = true, pub.Inserts, pub.AllTables
-	r.Publication.Tables, r.Publication.HoldsTable = pub.Tables, pub.Holds(cfg.table) || (pub.AllTables && pub.Inserts)
-}
-
-func newSlotReport(s replication.SlotInfo) slotReport {
-	return slotReport{
-		Name: s.Name, presence: presence{Exists: true}, Type: s.Type, Plugin: s.Plugin, Database: s.Database,
-		Active: s.Active, ActivePID: s.ActivePID, ActiveApplication: s.ActiveApplication,
-		ConfirmedFlushLSN: s.ConfirmedFlush.String(), RestartLSN: s.Restart.String(), WALStatus: s.WALStatus,
-		CurrentWALLSN: s.CurrentWAL.String(), RetainedWALBytes: s.RetainedBytes, LagBytes: s.LagBytes,
-		info: s,
-	}
-}
-
-// gatherNATS reads the stream and, for a kv: store, the checkpoint; a
-// file: checkpoint is read without NATS.
-func gatherNATS(ctx context.Context, cfg runConfig, r *statusReport) {
-	if cfg.location.Kind == checkpoint.KindFile {
-		readCheckpoint(ctx, checkpoint.NewFileStore(cfg.location.Path), r)
-	}
-	nc, err := connectNATSOnce(cfg, "outboxd status")
-	if err == nil {
-		defer nc.Close()
-	}
-	var js jetstream.JetStream
-	if err == nil {
-		js, err = jetstream.New(nc)
-	}
-	if err != nil {
-		err = fmt.Errorf("cannot read: %w", err)
-		r.Stream.fail(err, nil)
-		if cfg.location.Kind == checkpoint.KindKV {
-			r.Checkpoint.fail(err, nil)
-		}
-		return
-	}
-	gatherStream(ctx, cfg, js, r)
-	if cfg.location.Kind == checkpoint.KindKV {
-		store, err := checkpoint.OpenKVStore(ctx, js, cfg.location.Bucket, cfg.Slot)
-		if err != nil {
-			noCheckpoint(err, r)
-			return
-		}
-		readCheckpoint(ctx, store, r)
-	}
-}
-
-func gatherStream(ctx context.Context, cfg runConfig, js jetstream.JetStream, r *statusReport) {
-	info, err := sink.InspectStream(ctx, js, cfg.Stream, cfg.template)
-	if err != nil {
-		r.Stream.fail(err, jetstream.ErrStreamNotFound)
-		return
-	}
-	r.Stream = streamReport{
-		Name: info.Name, presence: presence{Exists: true}, Subjects: info.Subjects, Messages: info.Messages, Bytes: info.Bytes,
-		Replicas: info.Replicas, Storage: info.Storage,
-		DuplicateWindow: info.DuplicateWindow.String(), DuplicateWindowSeconds: info.DuplicateWindow.Seconds(),
-	}
-	for _, w := range info.Warnings {
-		r.Warnings = append(r.Warnings, statusWarning{"stream_settings", w})
-	}
-	durability, err := sink.CheckDurability(ctx, js, cfg.Stream, cfg.NATSMonitorURL)
-	if err != nil {
-		r.Warnings = append(r.Warnings, statusWarning{"stream_durability_unknown",
-			fmt.Sprintf("cannot check whether stream %q survives a power failure: %v", cfg.Stream, err)})
-	}
-	for _, w := range durability {
-		r.Warnings = append(r.Warnings, statusWarning{"stream_single_replica", w})
-	}
-}
-
-func readCheckpoint(ctx context.Context, store checkpoint.Store, r *statusReport) {
-	r.Checkpoint.Store = store.String()
-	cp, err := store.Load(ctx)
-	if err != nil {
-		noCheckpoint(err, r)
-		return
-	}
-	r.Checkpoint = checkpointReport{
-		Store: store.String(), presence: presence{Exists: true}, LSN: cp.LSN.String(), SavedAt: cp.SavedAt.UTC().Format(time.RFC3339),
-		Slot: cp.Slot, SystemID: cp.SystemID, Timeline: cp.Timeline, lsn: cp.LSN,
-	}
-}
-
-// noCheckpoint records why there is no checkpoint to show: none saved yet
-// is normal (not a warning) before outboxd first ran.
-func noCheckpoint(err error, r *statusReport) {
-	if errors.Is(err, checkpoint.ErrNotFound) {
-		r.Checkpoint.Problem = "none saved yet: outboxd run starts from the slot's confirmed_flush_lsn"
-		return
-	}
-	r.Checkpoint.fail(fmt.Errorf("cannot read: %w", err), nil)
-}
-
-// connectNATSOnce connects for a one-shot command: no reconnecting, and an
-// error (redacted) when the server does not answer.
-func connectNATSOnce(cfg runConfig, name string) (*nats.Conn, error) {
-	auth, err := natsAuthOptions(cfg.natsAuth)
-	if err != nil {
-		return nil, err
-	}
-	opts := append([]nats.Option{nats.Name(name), nats.NoReconnect(), nats.Timeout(5 * time.Second)}, auth...)
-	nc, err := nats.Connect(cfg.NATSURL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at --nats-url: %s", redactErr(err, cfg.natsAuth))
-	}
-	return nc, nil
-}
-
-// derivedWarnings are the warnings that follow from the sections read:
-// missing or unusable objects, an idle slot holding WAL, and a checkpoint
-// that the slot has passed.
-func derivedWarnings(r statusReport, retainedLimit int64) []statusWarning {
-	var out []statusWarning
-	add := func(code, format string, args ...any) {
-		out = append(out, statusWarning{code, fmt.Sprintf(format, args...)})
-	}
-	out = append(out, r.Slot.warning("slot")...)
-	out = append(out, r.Publication.warning("publication")...)
-	out = append(out, r.Stream.warning("stream")...)
-	if r.Checkpoint.unreadable {
-		out = append(out, r.Checkpoint.warning("checkpoint")...)
-	}
-	if r.Slot.Exists {
-		out = append(out, slotWarnings(r.Slot, retainedLimit)...)
-	}
-	if r.Publication.Exists && !r.Publication.HoldsTable {
-		add("publication_lacks_table", "publication %q does not publish the inserts of %s: outboxd run refuses to start; ALTER PUBLICATION %s ADD TABLE %s (and SET (publish = 'insert'))",
-			r.Publication.Name, r.Publication.Table, pgx.Identifier{r.Publication.Name}.Sanitize(), r.Publication.Table)
-	}
-	if r.Slot.Exists && r.Checkpoint.Exists {
-		out = append(out, checkpointWarnings(r.Slot, r.Checkpoint)...)
-	}
-	return out
-}
-
-func slotWarnings(s slotReport, retainedLimit int64) []statusWarning {
-	var out []statusWarning
-	if problem := s.info.Usable(); problem != "" {
-		out = append(out, statusWarning{"slot_unusable", fmt.Sprintf("replication slot %q %s: outboxd run refuses to start on it", s.Name, problem)})
-	}
-	if s.WALStatus == "unreserved" {
-		out = append(out, statusWarning{"slot_wal_at_risk", fmt.Sprintf("replication slot %q has wal_status unreserved: it holds more WAL than max_slot_wal_keep_size and loses it at the next checkpoint; start outboxd run so it catches up", s.Name)})
-	}
-	if !s.Active && s.RetainedWALBytes > retainedLimit {
-		out = append(out, statusWarning{"slot_inactive_retaining_wal", fmt.Sprintf(
-			"replication slot %q is inactive and retains %s of WAL (over --warn-retained-mib %d): the server's disk fills until an outboxd streams from it again; start outboxd run, or drop the slot if it is abandoned (`outboxd slot drop --slot %s`; events not yet published are lost)",
-			s.Name, humanBytes(s.RetainedWALBytes), retainedLimit>>20, s.Name)})
-	}
-	return out
-}
-
-func checkpointWarnings(s slotReport, c checkpointReport) []statusWarning {
-	var out []statusWarning
-	if c.Slot != s.Name {
-		out = append(out, statusWarning{"checkpoint_other_slot", fmt.Sprintf("checkpoint %s was written for slot %q, not %q: outboxd run refuses to start with it", c.Store, c.Slot, s.Name)})
-	}
-	if c.lsn < s.info.ConfirmedFlush {
-		out = append(out, statusWarning{"checkpoint_behind_slot", fmt.Sprintf(
-			"checkpoint %s is at %s, behind the slot's confirmed_flush_lsn %s: something outside outboxd advanced or recreated the slot, so events committed in between were never published, and outboxd run refuses to start; republish them, then start once with --allow-gap",
-			c.Store, c.LSN, s.ConfirmedFlushLSN)})
-	}
-	return out
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/internal/natstest"
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
+	"github.com/outboxd/outboxd/relay"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -55,84 +57,6 @@ func TestStatusAndSlotBadInput(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q lacks %q", err, want)
 				}
-			}
-		})
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	tests := []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"},
-		{1023, "1023 B"},
-		{1536, "1.5 KiB (1536 bytes)"},
-		{5 << 20, "5.0 MiB (5242880 bytes)"},
-		{3 << 30, "3.0 GiB (3221225472 bytes)"},
-	}
-	for _, tt := range tests {
-		if got := humanBytes(tt.n); got != tt.want {
-			t.Errorf("humanBytes(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-}
-
-// TestDerivedWarnings: each warning appears when its condition holds and
-// not otherwise.
-func TestDerivedWarnings(t *testing.T) {
-	healthy := func() statusReport {
-		info := replication.SlotInfo{Name: "outboxd", Type: "logical", Plugin: "pgoutput", Database: "app", ConnectedDatabase: "app",
-			WALStatus: "reserved", ConfirmedFlush: 0x2000, Restart: 0x1000, CurrentWAL: 0x3000, RetainedBytes: 0x2000, LagBytes: 0x1000}
-		return statusReport{
-			Slot:        newSlotReport(info),
-			Publication: publicationReport{Name: "outboxd", presence: presence{Exists: true}, PublishesInsert: true, HoldsTable: true},
-			Stream:      streamReport{Name: "OUTBOX", presence: presence{Exists: true}},
-			Checkpoint:  checkpointReport{Store: "kv:outboxd/outboxd", presence: presence{Exists: true}, Slot: "outboxd", LSN: "0/2000", lsn: 0x2000},
-		}
-	}
-	const limit = 1 << 20
-	tests := []struct {
-		name   string
-		change func(r *statusReport)
-		want   []string // codes
-	}{
-		{"healthy", func(*statusReport) {}, nil},
-		{"inactive slot over the limit", func(r *statusReport) { r.Slot.RetainedWALBytes = limit + 1 }, []string{"slot_inactive_retaining_wal"}},
-		{"inactive slot at the limit", func(r *statusReport) { r.Slot.RetainedWALBytes = limit }, nil},
-		{"active slot over the limit", func(r *statusReport) { r.Slot.RetainedWALBytes, r.Slot.Active = 10*limit, true }, nil},
-		{"checkpoint behind slot", func(r *statusReport) { r.Checkpoint.lsn = 0x1fff }, []string{"checkpoint_behind_slot"}},
-		{"checkpoint ahead of slot", func(r *statusReport) { r.Checkpoint.lsn = 0x2500 }, nil},
-		{"checkpoint of another slot", func(r *statusReport) { r.Checkpoint.Slot = "other" }, []string{"checkpoint_other_slot"}},
-		{"no checkpoint yet", func(r *statusReport) { r.Checkpoint.presence = presence{Problem: "none saved yet"} }, nil},
-		{"checkpoint unreadable", func(r *statusReport) { r.Checkpoint.presence = presence{Problem: "cannot read", unreadable: true} }, []string{"checkpoint_unreadable"}},
-		{"slot of another plugin", func(r *statusReport) { r.Slot.info.Plugin = "wal2json" }, []string{"slot_unusable"}},
-		{"slot lost", func(r *statusReport) { r.Slot.info.WALStatus = "lost" }, []string{"slot_unusable"}},
-		{"slot unreserved", func(r *statusReport) { r.Slot.WALStatus = "unreserved" }, []string{"slot_wal_at_risk"}},
-		{"slot missing", func(r *statusReport) {
-			r.Slot = slotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
-		}, []string{"slot_missing"}},
-		{"postgres down", func(r *statusReport) {
-			r.Slot.presence = presence{Problem: "cannot read", unreadable: true}
-			r.Publication.presence = r.Slot.presence
-		}, []string{"slot_unreadable", "publication_unreadable"}},
-		{"publication missing", func(r *statusReport) { r.Publication.presence = presence{Problem: "does not exist"} }, []string{"publication_missing"}},
-		{"publication without the table", func(r *statusReport) { r.Publication.HoldsTable = false }, []string{"publication_lacks_table"}},
-		{"stream missing", func(r *statusReport) { r.Stream.presence = presence{Problem: "does not exist"} }, []string{"stream_missing"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := healthy()
-			tt.change(&r)
-			var got []string
-			for _, w := range derivedWarnings(r, limit) {
-				got = append(got, w.Code)
-				if w.Message == "" {
-					t.Errorf("warning %s has no message", w.Code)
-				}
-			}
-			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
-				t.Errorf("warnings %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -240,11 +164,11 @@ func TestStatusSyncAlways(t *testing.T) {
 			if err != nil {
 				t.Fatalf("status: %v", err)
 			}
-			var r statusReport
+			var r relay.StatusReport
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatalf("status --json is not JSON: %v\n%s", err, out)
 			}
-			var stream []statusWarning
+			var stream []relay.StatusWarning
 			for _, w := range r.Warnings {
 				if strings.HasPrefix(w.Code, "stream_") {
 					stream = append(stream, w)
@@ -304,7 +228,7 @@ func TestSlotCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info slotReport
+	var info relay.SlotReport
 	if err := json.Unmarshal([]byte(out), &info); err != nil {
 		t.Fatalf("info --json: %v\n%s", err, out)
 	}
@@ -430,7 +354,7 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	js := ns.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dsn, conn := migratedDatabase(ctx, t)
+	dsn, conn := pgtest.Shared(t).MigratedDatabase(t)
 	t.Cleanup(func() {
 		conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot) //nolint:errcheck
 	})
@@ -442,13 +366,13 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--slot", slot, "--nats-monitor-url", ns.MonitorURL()}
-	status := func(extra ...string) statusReport {
+	status := func(extra ...string) relay.StatusReport {
 		t.Helper()
 		out, _, err := execute(t, newRootCommand(), append(append(args, extra...), "--json"), nil)
 		if err != nil {
 			t.Fatalf("status: %v", err)
 		}
-		var r statusReport
+		var r relay.StatusReport
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("status --json is not JSON: %v\n%s", err, out)
 		}
@@ -460,16 +384,16 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	go func() { done <- runRelay(relayCtx, cfg, zerolog.Nop()) }()
 	defer stopRelay()
 	var pid int32
-	waitUntil(t, 30*time.Second, "the slot is active", func() bool {
+	testsync.Eventually(t, 30*time.Second, testsync.Until("the slot is active", func() bool {
 		return conn.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active", slot).Scan(&pid) == nil
-	})
+	}))
 	for i := range events {
 		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
 			VALUES (gen_random_uuid(), 'order', $1, 'Created', '{}')`, fmt.Sprint(i%7)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	store, err := checkpoint.NewKVStore(ctx, js, cfg.location.Bucket, slot)
+	store, err := checkpoint.NewKVStore(ctx, js, cfg.relay.Checkpoint.Bucket, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,10 +401,10 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&lastInsert); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, time.Minute, "the checkpoint past the last insert", func() bool {
+	testsync.Eventually(t, time.Minute, testsync.Until("the checkpoint past the last insert", func() bool {
 		cp, err := store.Load(ctx)
 		return err == nil && cp.LSN >= lastInsert
-	})
+	}))
 
 	// While the relay streams.
 	r := status()
@@ -505,22 +429,22 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&otherEnd); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "the slot past the other table's WAL", func() bool {
+	testsync.Eventually(t, 30*time.Second, testsync.Until("the slot past the other table's WAL", func() bool {
 		var confirmed pglogrepl.LSN
 		return conn.QueryRow(ctx, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&confirmed) == nil && confirmed >= otherEnd
-	})
+	}))
 	stopRelay()
 	if err := <-done; err != nil {
 		t.Fatalf("runRelay after stop = %v", err)
 	}
-	waitUntil(t, 10*time.Second, "the slot is inactive", func() bool {
+	testsync.Eventually(t, 10*time.Second, testsync.Until("the slot is inactive", func() bool {
 		var active bool
 		return conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active) == nil && !active
-	})
+	}))
 
 	// Stopped: every field against its source.
 	r = status("--warn-retained-mib", "0")
-	var want slotReport
+	var want relay.SlotReport
 	if err := conn.QueryRow(ctx, `SELECT plugin, confirmed_flush_lsn::text, restart_lsn::text, wal_status,
 			pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
 		FROM pg_replication_slots WHERE slot_name = $1`, slot).
@@ -586,7 +510,7 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	}
 }
 
-func reportCodes(r statusReport) string {
+func reportCodes(r relay.StatusReport) string {
 	var codes []string
 	for _, w := range r.Warnings {
 		codes = append(codes, w.Code)

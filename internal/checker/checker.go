@@ -1,6 +1,6 @@
 // Package checker verifies a stream against what writers committed: it
 // counts lost, unexpected and duplicated events and per-aggregate order
-// violations. Tests pass only when all four are zero (DESIGN.md, "Test
+// violations. Tests pass only when all four are zero (docs/design.md, "Test
 // environment").
 package checker
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/outboxd/outboxd/internal/checker"
 	"github.com/outboxd/outboxd/internal/natstest"
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -147,26 +146,9 @@ func (e *env) args(extra ...string) []string {
 type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	output *syncBuffer
+	output *testsync.Buffer
 	done   chan struct{}
 	err    error
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // start runs outboxd with args; its output is logged if the test fails.
@@ -178,7 +160,7 @@ func (e *env) start(args ...string) *proc {
 // startBinary is start with another build of outboxd.
 func (e *env) startBinary(path string, args ...string) *proc {
 	e.t.Helper()
-	p := &proc{t: e.t, cmd: exec.Command(path, args...), output: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: e.t, cmd: exec.Command(path, args...), output: &testsync.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	p.cmd.Env = os.Environ()
 	if err := p.cmd.Start(); err != nil {

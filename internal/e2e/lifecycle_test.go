@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxd/outboxd/internal/checker"
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // TestHangup sends SIGHUP to a streaming outboxd: it reloads its log
@@ -26,7 +27,7 @@ func TestHangup(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testsync.Eventually(t, 10*time.Second, func() string {
 		if n := strings.Count(p.output.String(), "SIGHUP: log level reloaded"); n != 2 {
 			return fmt.Sprintf("outboxd logged the reload %d times, want 2", n)
 		}
@@ -65,7 +66,7 @@ func TestShutdownTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := p.metricsURL()
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		if v, _ := metric(scrape(t, base), "outboxd_in_flight_messages"); v == 0 {
 			return "nothing in flight yet"
 		}

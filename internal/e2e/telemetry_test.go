@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxd/outboxd/internal/checker"
 	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // metricsURL waits for outboxd to say where it serves metrics (the tests
@@ -109,23 +110,6 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 	return true
 }
 
-// eventually retries check until it returns "" or timeout passes, then
-// fails the test with its last complaint.
-func eventually(t *testing.T, timeout time.Duration, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		problem := check()
-		if problem == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, problem)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // TestMetricsAndHealth streams real events through the real binary, then
 // checks what /metrics, /healthz and /readyz say: every event counted once
 // and timed, the confirmed position advanced, the lag back to about zero; a
@@ -142,7 +126,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Errorf("/healthz = %d %q, want 200", code, body)
 	}
 	e.waitStreaming(p)
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		if code, body := httpGet(t, base+"/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("/readyz = %d %q while streaming, want 200", code, body)
 		}
@@ -159,7 +143,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	committed := check.Count()
 
 	var after map[string]*dto.MetricFamily
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		after = scrape(t, base)
 		published, _ := metric(after, "outboxd_events_published_total", "stream", streamName)
 		timed, _ := metric(after, "outboxd_commit_to_ack_seconds")
@@ -194,7 +178,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	// A second outboxd on the same slot stands by and says so.
 	standby := e.start(e.args("--standby-retry", "200ms")...)
 	standbyBase := standby.metricsURL()
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		v, _ := metric(scrape(t, standbyBase), "outboxd_standby")
 		code, body := httpGet(t, standbyBase+"/readyz")
 		if v != 1 || code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") || !strings.Contains(body, "active in another process") {
@@ -222,7 +206,7 @@ func TestMetricsAndHealth(t *testing.T) {
 
 	// NATS down: not ready, saying why; back: ready again, one reconnect.
 	e.nats.Shutdown()
-	eventually(t, 30*time.Second, func() string {
+	testsync.Eventually(t, 30*time.Second, func() string {
 		code, body := httpGet(t, base+"/readyz")
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, "NATS") {
 			return fmt.Sprintf("NATS down: /readyz %d %q, want 503 naming NATS", code, body)
@@ -230,7 +214,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		return ""
 	})
 	e.nats.Restart(t)
-	eventually(t, 60*time.Second, func() string {
+	testsync.Eventually(t, 60*time.Second, func() string {
 		code, body := httpGet(t, base+"/readyz")
 		reconnects, _ := metric(scrape(t, base), "outboxd_reconnects_total", "target", "nats")
 		if code != http.StatusOK || reconnects < 1 {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/internal/natsembed"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // ClusterName is the name of every cluster StartCluster starts.
@@ -329,15 +330,10 @@ func (c *Cluster) pollStream(t testing.TB, stream, what string, check func(*jets
 // after clusterTimeout.
 func poll(t testing.TB, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(clusterTimeout)
-	for {
-		err := check()
-		if err == nil {
-			return
+	testsync.Eventually(t, clusterTimeout, func() string {
+		if err := check(); err != nil {
+			return what + ": " + err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: gave up after %s: %v", what, clusterTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/migrations"
 )
 
 // EnvURL names the environment variable that points the tests at an
@@ -218,6 +219,25 @@ func (s *Server) CAFile() string {
 // DSN returns a URL that connects to database as a superuser (for a server
 // from EnvURL, as the user in that URL).
 func (s *Server) DSN(database string) string { return s.dsn(database) }
+
+// MigratedDatabase makes a new database with outboxd's migrations
+// applied, and returns its DSN and a normal connection to it that the
+// test's cleanup closes.
+func (s *Server) MigratedDatabase(t testing.TB) (string, *pgx.Conn) {
+	t.Helper()
+	dsn := s.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := migrations.Apply(ctx, conn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return dsn, conn
+}
 
 // NewDatabase creates an empty database with a unique name and returns its
 // DSN. On a shared or external server t.Cleanup drops it again, first

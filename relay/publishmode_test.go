@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -24,12 +24,9 @@ import (
 func TestPublishMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := defaultRunConfig()
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := DefaultConfig()
 	current := natstest.Start(t).JetStream(t)
-	if _, err := sink.EnsureStream(ctx, current, cfg.Stream, cfg.template, true); err != nil {
+	if _, err := sink.EnsureStream(ctx, current, cfg.Stream, cfg.Subject, true); err != nil {
 		t.Fatal(err)
 	}
 	plain := natstest.Start(t).JetStream(t)
@@ -45,33 +42,33 @@ func TestPublishMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sink.EnsureStream(ctx, old, cfg.Stream, cfg.template, true); err != nil {
+	if _, err := sink.EnsureStream(ctx, old, cfg.Stream, cfg.Subject, true); err != nil {
 		t.Fatal(err)
 	}
 
 	for _, tc := range []struct {
 		name      string
 		js        jetstream.JetStream
-		mode      string
+		mode      PublishMode
 		exclusive bool
 		want      bool
 		wantErr   []string
 	}{
-		{"auto/current", current, publishAuto, false, true, nil},
-		{"fast/current", current, publishFast, false, true, nil},
-		{"async/current", current, publishAsync, false, false, nil},
-		{"auto/current/exclusive", current, publishAuto, true, false, nil},
-		{"auto/no allow_batched", plain, publishAuto, false, false, nil},
-		{"fast/no allow_batched", plain, publishFast, false, false, []string{"--publish-mode fast", "allow_batched", "--publish-mode async"}},
-		{"auto/old server", old, publishAuto, false, false, nil},
-		{"fast/old server", old, publishFast, false, false, []string{"--publish-mode fast", "API level 0", "nats-server 2.14"}},
+		{"auto/current", current, PublishAuto, false, true, nil},
+		{"fast/current", current, PublishFast, false, true, nil},
+		{"async/current", current, PublishAsync, false, false, nil},
+		{"auto/current/exclusive", current, PublishAuto, true, false, nil},
+		{"auto/no allow_batched", plain, PublishAuto, false, false, nil},
+		{"fast/no allow_batched", plain, PublishFast, false, false, []string{"--publish-mode fast", "allow_batched", "--publish-mode async"}},
+		{"auto/old server", old, PublishAuto, false, false, nil},
+		{"fast/old server", old, PublishFast, false, false, []string{"--publish-mode fast", "API level 0", "nats-server 2.14"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
 			c.PublishMode, c.Exclusive = tc.mode, tc.exclusive
 			got, err := fastPublishing(ctx, c, tc.js, zerolog.Nop())
 			if tc.wantErr != nil {
-				if err == nil || !permanent(err) {
+				if err == nil || !Permanent(err) {
 					t.Fatalf("fastPublishing = %v, %v; want a permanent error", got, err)
 				}
 				for _, w := range tc.wantErr {

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/rs/zerolog"
 
+	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/internal/telemetry"
 )
 
@@ -17,18 +18,18 @@ import (
 // with everything already confirmed. Each iteration deletes 1000 of the
 // rows written before the timer starts.
 //
-//	go test -run '^$' -bench BenchmarkRetentionRound -benchtime 50x ./cmd/outboxd/
+//	go test -run '^$' -bench BenchmarkRetentionRound -benchtime 50x ./relay/
 func BenchmarkRetentionRound(b *testing.B) {
 	const batch = 1000
 	ctx := context.Background()
-	dsn, conn := migratedDatabase(ctx, b)
+	dsn, conn := pgtest.Shared(b).MigratedDatabase(b)
 	if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
 		SELECT gen_random_uuid(), 'order', i::text, 'Created', '{"n": 1}' FROM generate_series(1, $1) i`, b.N*batch); err != nil {
 		b.Fatal(err)
 	}
-	cfg := defaultRunConfig()
-	cfg.PGURL, cfg.Retention = dsn, "0s"
-	if err := cfg.validate(); err != nil {
+	cfg := DefaultConfig()
+	cfg.PGURL, cfg.Retention.On = dsn, true
+	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
 	confirmed := func() pglogrepl.LSN { return math.MaxUint64 }

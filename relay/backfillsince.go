@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -11,42 +11,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// parseSince reads --since: a time in RFC 3339, which needs created_at
-// mapped; --where then defaults to every row.
-func (cfg *backfillConfig) parseSince(since string) error {
-	if since == "" {
-		return nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, since)
-	if err != nil {
-		return fmt.Errorf("--since %q is not a time: use RFC 3339, e.g. 2026-12-05T14:00:00Z", since)
-	}
-	if _, ok := cfg.columns.Mapped("created_at"); !ok {
-		return fmt.Errorf("--since %s selects rows by created_at, and --columns maps none: map it (e.g. created_at=CreatedAt), or select the rows with --where", since)
-	}
-	cfg.Since = t
-	if strings.TrimSpace(cfg.Where) == "" {
-		cfg.Where = "true"
-	}
-	return nil
-}
-
 // sinceWhere is --where narrowed to rows created since --since, comparing
 // a timestamp (without time zone) column in --created-at-zone.
-func (cfg backfillConfig) sinceWhere(ctx context.Context) (string, error) {
-	column, _ := cfg.columns.Mapped("created_at")
-	conn, err := connectPostgres(ctx, cfg.PGURL)
+func (cfg BackfillConfig) sinceWhere(ctx context.Context) (string, error) {
+	column, _ := cfg.Columns.Mapped("created_at")
+	conn, err := ConnectPostgres(ctx, cfg.PGURL)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	typ, err := columnType(ctx, conn, cfg.table, column)
+	typ, err := columnType(ctx, conn, cfg.Table, column)
 	if err != nil {
 		return "", err
 	}
 	since := "'" + cfg.Since.UTC().Format(time.RFC3339Nano) + "'::timestamptz"
 	if typ == "timestamp without time zone" {
-		since = "(" + since + " AT TIME ZONE '" + strings.ReplaceAll(cfg.CreatedAtZone, "'", "''") + "')"
+		since = "(" + since + " AT TIME ZONE '" + strings.ReplaceAll(cfg.Retention.CreatedAtZone, "'", "''") + "')"
 	}
 	return fmt.Sprintf("(%s) AND %s >= %s", cfg.Where, pgx.Identifier{column}.Sanitize(), since), nil
 }

@@ -12,43 +12,20 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/spf13/cobra"
+	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/internal/natsembed"
 	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/relay"
 	"github.com/outboxd/outboxd/sink"
 )
 
-func newDemoCommand() *cobra.Command {
-	events := 20
-	logLevel := "warn"
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run outboxd end to end on a throwaway local PostgreSQL and an embedded NATS",
-		Long: `Start a private PostgreSQL cluster (initdb, wal_level=logical, a temporary folder
-and a free port; needs the PostgreSQL server binaries) and an embedded NATS server
-with JetStream, migrate, write sample outbox events, stream them with outboxd and
-print each one as JetStream acknowledges it. Everything is removed on exit.`,
-		Args:    cobra.NoArgs,
-		PreRunE: applySettings,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if events < 1 || events > 1_000_000 {
-				return fmt.Errorf("--events %d is out of range: use 1 to 1000000", events)
-			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), events, logLevel)
-		},
-	}
-	cmd.Flags().IntVar(&events, "events", events, "how many sample events to write")
-	cmd.Flags().StringVar(&logLevel, "log-level", logLevel, "outboxd's log level during the demo")
-	addConfigFlag(cmd.Flags())
-	documentEnv(cmd.Flags())
-	return cmd
-}
-
-func runDemo(ctx context.Context, out io.Writer, events int, logLevel string) error {
-	log, _ := newLogger(logLevel)
+// runDemo starts the servers, migrates, runs the relay, writes events
+// sample events and prints them from the stream, then stops it all.
+func runDemo(ctx context.Context, out io.Writer, events int, log zerolog.Logger) error {
 	fmt.Fprintln(out, "starting a private PostgreSQL (wal_level=logical) ...")
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {
@@ -66,16 +43,20 @@ func runDemo(ctx context.Context, out io.Writer, events int, logLevel string) er
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 
-	cfg := defaultRunConfig()
+	cfg := relay.DefaultConfig()
 	cfg.PGURL = pg.DSN("postgres")
-	cfg.NATSURL = ns.ClientURL()
 	cfg.CreateStream = true
-	cfg.LogLevel = logLevel
-	cfg.MetricsAddr = "" // a throwaway run: no port to clash with a real outboxd
-	if err := cfg.validate(); err != nil {
+	// The checkpoint goes to a KV bucket on the embedded server, removed
+	// with it; no metrics address, so nothing clashes with a real outboxd.
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "PostgreSQL at %s, NATS at %s\n", cfg.PGURL, cfg.NATSURL)
+	fmt.Fprintf(out, "PostgreSQL at %s, NATS at %s\n", cfg.PGURL, ns.ClientURL())
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
 
 	conn, err := pgx.Connect(ctx, cfg.PGURL)
 	if err != nil {
@@ -90,7 +71,9 @@ func runDemo(ctx context.Context, out io.Writer, events int, logLevel string) er
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	defer stopRelay()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return runRelay(relayCtx, cfg, log) })
+	metrics := telemetry.NewMetrics(cfg.Stream)
+	env := relay.Env{NATS: nc, Metrics: metrics, Health: telemetry.NewHealth(metrics), Log: log}
+	g.Go(func() error { return relay.Run(relayCtx, cfg, env) })
 	g.Go(func() error {
 		defer stopRelay() // printed everything, or failed: stop the relay cleanly
 		// Rows committed before the slot exists are not in its stream.
@@ -101,7 +84,7 @@ func runDemo(ctx context.Context, out io.Writer, events int, logLevel string) er
 			return err
 		}
 		fmt.Fprintf(out, "committed %d events in %d transactions; streaming:\n", events, (events+4)/5)
-		return printStream(gctx, out, cfg, events)
+		return printStream(gctx, out, nc, cfg.Stream, events)
 	})
 	if err := g.Wait(); err != nil {
 		return err
@@ -155,12 +138,7 @@ func writeSampleEvents(ctx context.Context, conn *pgx.Conn, events int) error {
 }
 
 // printStream prints messages from the stream until it has seen n.
-func printStream(ctx context.Context, out io.Writer, cfg runConfig, n int) error {
-	nc, err := nats.Connect(cfg.NATSURL)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+func printStream(ctx context.Context, out io.Writer, nc *nats.Conn, name string, n int) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -169,7 +147,7 @@ func printStream(ctx context.Context, out io.Writer, cfg runConfig, n int) error
 	defer cancel()
 	var stream jetstream.Stream
 	for stream == nil {
-		if stream, err = js.Stream(ctx, cfg.Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		if stream, err = js.Stream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return err
 		}
 		if stream == nil {

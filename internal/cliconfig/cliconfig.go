@@ -1,4 +1,10 @@
-package main
+// Package cliconfig gives a cobra command tree its settings from three
+// sources besides the defaults, with flag > environment variable > config
+// file: OUTBOXD_* variables, and a YAML file (--config) whose keys are the
+// flags' names. It records where each value came from, says so in errors,
+// documents the variables in --help, and suggests the nearest key for a
+// misspelt one.
+package cliconfig
 
 import (
 	"errors"
@@ -18,19 +24,19 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// configFlag names the YAML file of settings. Its own value comes from the
+// ConfigFlag names the YAML file of settings. Its own value comes from the
 // command line or OUTBOXD_CONFIG, never from a file.
-const configFlag = "config"
+const ConfigFlag = "config"
 
 // Where a setting's value came from, highest precedence first.
 const (
-	sourceFlag    = "flag"
-	sourceEnv     = "env"
-	sourceFile    = "file"
-	sourceDefault = "default"
+	SourceFlag    = "flag"
+	SourceEnv     = "env"
+	SourceFile    = "file"
+	SourceDefault = "default"
 )
 
-// sourceAnnotation is the pflag annotation applySettings records each
+// sourceAnnotation is the pflag annotation Apply records each
 // flag's source under, so that `outboxd config` and error messages can
 // say where a value came from without state outside the command.
 const sourceAnnotation = "outboxd/source"
@@ -40,36 +46,36 @@ const sourceAnnotation = "outboxd/source"
 // forced drop, say) must be typed each time, never inherited.
 const commandLineOnlyAnnotation = "outboxd/command-line-only"
 
-// commandLineOnly marks the named flags of fs as settable only on the
+// CommandLineOnly marks the named flags of fs as settable only on the
 // command line, and says so in their usage instead of an environment
-// variable. Call it after documentEnv (withRunSettings calls that).
-func commandLineOnly(fs *pflag.FlagSet, names ...string) {
+// variable. Call it after DocumentEnv (withRunSettings calls that).
+func CommandLineOnly(fs *pflag.FlagSet, names ...string) {
 	for _, name := range names {
 		f := fs.Lookup(name)
 		if f == nil {
-			panic("BUG: commandLineOnly: no flag --" + name)
+			panic("BUG: CommandLineOnly: no flag --" + name)
 		}
 		if f.Annotations == nil {
 			f.Annotations = map[string][]string{}
 		}
 		f.Annotations[commandLineOnlyAnnotation] = []string{"true"}
-		f.Usage = strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", envName(f.Name))) + " (command line only)"
+		f.Usage = strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", EnvName(f.Name))) + " (command line only)"
 	}
 }
 
-func isCommandLineOnly(f *pflag.Flag) bool { return len(f.Annotations[commandLineOnlyAnnotation]) > 0 }
+func IsCommandLineOnly(f *pflag.Flag) bool { return len(f.Annotations[commandLineOnlyAnnotation]) > 0 }
 
-// addConfigFlag adds --config to fs.
-func addConfigFlag(fs *pflag.FlagSet) {
-	fs.String(configFlag, "", "YAML file of settings: each key is a flag name without the dashes (pg-url: postgres://..., max-in-flight: 512); flags and environment variables win over it")
+// AddConfigFlag adds --config to fs.
+func AddConfigFlag(fs *pflag.FlagSet) {
+	fs.String(ConfigFlag, "", "YAML file of settings: each key is a flag name without the dashes (pg-url: postgres://..., max-in-flight: 512); flags and environment variables win over it")
 }
 
-// applySettings sets every flag not given on the command line from its
+// Apply sets every flag not given on the command line from its
 // environment variable or, failing that, from its key in the --config
 // file, so flag > environment > file > default. It records each flag's
 // source. Bad values are all reported, each naming the variable or the
 // file and key, the value and what is accepted.
-func applySettings(cmd *cobra.Command, _ []string) error {
+func Apply(cmd *cobra.Command, _ []string) error {
 	fs := cmd.Flags()
 	path, err := configPath(fs)
 	if err != nil {
@@ -81,28 +87,28 @@ func applySettings(cmd *cobra.Command, _ []string) error {
 	}
 	var errs []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name == "help" || f.Name == configFlag {
+		if f.Name == "help" || f.Name == ConfigFlag {
 			return
 		}
-		envValue, inEnv := os.LookupEnv(envName(f.Name))
+		envValue, inEnv := os.LookupEnv(EnvName(f.Name))
 		fileValue, inFile := fileValues[f.Name]
 		switch {
 		case f.Changed:
-			setSource(f, sourceFlag)
-		case isCommandLineOnly(f):
-			setSource(f, sourceDefault)
+			setSource(f, SourceFlag)
+		case IsCommandLineOnly(f):
+			setSource(f, SourceDefault)
 		case inEnv:
-			setSource(f, sourceEnv)
+			setSource(f, SourceEnv)
 			if err := f.Value.Set(envValue); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q is not a valid --%s: %s", envName(f.Name), envValue, f.Name, accepted(f, err)))
+				errs = append(errs, fmt.Sprintf("%s=%q is not a valid --%s: %s", EnvName(f.Name), envValue, f.Name, accepted(f, err)))
 			}
 		case inFile:
-			setSource(f, sourceFile)
+			setSource(f, SourceFile)
 			if err := f.Value.Set(fileValue); err != nil {
 				errs = append(errs, fmt.Sprintf("config file %s: key %q: %q is not valid: %s", path, f.Name, fileValue, accepted(f, err)))
 			}
 		default:
-			setSource(f, sourceDefault)
+			setSource(f, SourceDefault)
 		}
 	})
 	if len(errs) > 0 {
@@ -113,19 +119,19 @@ func applySettings(cmd *cobra.Command, _ []string) error {
 
 // configPath is the --config file's path (or OUTBOXD_CONFIG's), "" for none.
 func configPath(fs *pflag.FlagSet) (string, error) {
-	f := fs.Lookup(configFlag)
+	f := fs.Lookup(ConfigFlag)
 	if f == nil {
 		return "", nil // a command that takes no file
 	}
 	if f.Changed {
-		setSource(f, sourceFlag)
+		setSource(f, SourceFlag)
 		return f.Value.String(), nil
 	}
-	if v, ok := os.LookupEnv(envName(configFlag)); ok {
-		setSource(f, sourceEnv)
+	if v, ok := os.LookupEnv(EnvName(ConfigFlag)); ok {
+		setSource(f, SourceEnv)
 		return v, f.Value.Set(v)
 	}
-	setSource(f, sourceDefault)
+	setSource(f, SourceDefault)
 	return "", nil
 }
 
@@ -154,7 +160,7 @@ func readConfigFile(path string, root *cobra.Command) (map[string]string, error)
 	keys := k.Keys()
 	sort.Strings(keys)
 	for _, key := range keys {
-		if key == configFlag {
+		if key == ConfigFlag {
 			return nil, fmt.Errorf("config file %s: key %q: a config file cannot name another; give one --config", path, key)
 		}
 		if slices.Contains(lineOnly, key) {
@@ -222,15 +228,15 @@ func setSource(f *pflag.Flag, source string) {
 	f.Annotations[sourceAnnotation] = []string{source}
 }
 
-// sourceOf is where applySettings took f's value from.
-func sourceOf(f *pflag.Flag) string {
+// SourceOf is where Apply took f's value from.
+func SourceOf(f *pflag.Flag) string {
 	if s := f.Annotations[sourceAnnotation]; len(s) == 1 {
 		return s[0]
 	}
 	if f.Changed {
-		return sourceFlag
+		return SourceFlag
 	}
-	return sourceDefault
+	return SourceDefault
 }
 
 // knownKeys is every flag name of every command under root that a config
@@ -241,8 +247,8 @@ func knownKeys(root *cobra.Command) (known, lineOnly []string) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if f.Name != "help" && f.Name != configFlag {
-				seen[f.Name] = seen[f.Name] || !isCommandLineOnly(f)
+			if f.Name != "help" && f.Name != ConfigFlag {
+				seen[f.Name] = seen[f.Name] || !IsCommandLineOnly(f)
 			}
 		})
 		for _, sub := range c.Commands() {
@@ -298,15 +304,15 @@ func editDistance(a, b string) int {
 	return prev[len(rb)]
 }
 
-// fileLogLevel returns what re-reads the log level from the --config file
+// FileLogLevel returns what re-reads the log level from the --config file
 // for SIGHUP, or nil when there is no file or a flag or environment
 // variable sets the level. A key removed from the file means the default.
-func fileLogLevel(cmd *cobra.Command) func() (string, error) {
-	path, level := cmd.Flags().Lookup(configFlag), cmd.Flags().Lookup("log-level")
+func FileLogLevel(cmd *cobra.Command) func() (string, error) {
+	path, level := cmd.Flags().Lookup(ConfigFlag), cmd.Flags().Lookup("log-level")
 	if path == nil || level == nil || path.Value.String() == "" {
 		return nil
 	}
-	if s := sourceOf(level); s != sourceFile && s != sourceDefault {
+	if s := SourceOf(level); s != SourceFile && s != SourceDefault {
 		return nil
 	}
 	file, root := path.Value.String(), cmd.Root()
@@ -326,11 +332,11 @@ func fileLogLevel(cmd *cobra.Command) func() (string, error) {
 // start with the flag's name ("--max-in-flight 0 is out of range ...").
 var flagInErrorRe = regexp.MustCompile(`^--([a-z0-9-]+)`)
 
-// withSource adds to a validation error where the bad value came from
+// WithSource adds to a validation error where the bad value came from
 // when that was not the command line: the environment variable, or the
 // key and the config file. The flag's name alone would send the reader
 // looking for a flag that was never typed.
-func withSource(fs *pflag.FlagSet, err error) error {
+func WithSource(fs *pflag.FlagSet, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -342,11 +348,11 @@ func withSource(fs *pflag.FlagSet, err error) error {
 	if f == nil {
 		return err
 	}
-	switch sourceOf(f) {
-	case sourceEnv:
-		return fmt.Errorf("%w (set by %s)", err, envName(f.Name))
-	case sourceFile:
-		return fmt.Errorf("%w (set by key %q in config file %s)", err, f.Name, fs.Lookup(configFlag).Value.String())
+	switch SourceOf(f) {
+	case SourceEnv:
+		return fmt.Errorf("%w (set by %s)", err, EnvName(f.Name))
+	case SourceFile:
+		return fmt.Errorf("%w (set by key %q in config file %s)", err, f.Name, fs.Lookup(ConfigFlag).Value.String())
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -24,10 +24,10 @@ const sinceMargin = time.Hour
 // missing, even once it is created again (PostgreSQL 15). So the recovery
 // is a new slot, and a backfill of the rows written since the last
 // checkpoint that the stream does not hold.
-func publicationDropped(ctx context.Context, cfg runConfig, store checkpoint.Store, err error) error {
+func publicationDropped(ctx context.Context, cfg Config, store checkpoint.Store, err error) error {
 	create := "CREATE PUBLICATION " + pgx.Identifier{cfg.Publication}.Sanitize()
-	if cfg.Table != "" {
-		create += " FOR TABLE " + cfg.table.String()
+	if !cfg.messagesOnly() {
+		create += " FOR TABLE " + cfg.Table.String()
 	}
 	create += " WITH (publish = 'insert')"
 	from := time.Now().UTC()
@@ -39,9 +39,9 @@ func publicationDropped(ctx context.Context, cfg runConfig, store checkpoint.Sto
 	steps = append(steps,
 		"create the publication again: "+create,
 		fmt.Sprintf("drop the stuck slot and its checkpoint: outboxd slot drop --slot %s --yes; %s", cfg.Slot, store.DeleteCommand()))
-	_, createdAt := cfg.columns.Mapped("created_at")
+	_, createdAt := cfg.Columns.Mapped("created_at")
 	switch {
-	case cfg.Table == "":
+	case cfg.messagesOnly():
 		steps = append(steps, "the events emitted as logical messages since the checkpoint are only in this slot's WAL, which no slot can decode any more: "+
 			"find them in the application and emit them again; then start outboxd run, which creates a new slot")
 	case !createdAt:

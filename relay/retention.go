@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -17,9 +17,6 @@ import (
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
-
-// retentionOff is the --retention value that turns the job off (default).
-const retentionOff = "off"
 
 // retention deletes outbox rows that are confirmed (JetStream acknowledged
 // them and the checkpoint holding them is saved) and older than age, one
@@ -84,14 +81,14 @@ type keptRows struct {
 	bodyRoom     int64
 }
 
-func newRetention(cfg runConfig, kept keptRows, durable func() pglogrepl.LSN, metrics *telemetry.Metrics, log zerolog.Logger) *retention {
+func newRetention(cfg Config, kept keptRows, durable func() pglogrepl.LSN, metrics *telemetry.Metrics, log zerolog.Logger) *retention {
 	r := &retention{
-		pgPeriodic: pgPeriodic{pgURL: cfg.PGURL, interval: cfg.RetentionPause, what: "retention",
+		pgPeriodic: pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Retention.Pause, what: "retention",
 			log: log.With().Str("component", "retention").Logger()},
-		table: cfg.table, age: cfg.retentionAge, kept: kept, batch: cfg.RetentionBatch, durable: durable, counted: metrics,
-		poll: 20 * time.Millisecond, hold: cfg.RetentionWait,
+		table: cfg.Table, age: cfg.Retention.Age, kept: kept, batch: cfg.Retention.Batch, durable: durable, counted: metrics,
+		poll: 20 * time.Millisecond, hold: cfg.Retention.Wait,
 	}
-	if column, ok := cfg.columns.Mapped("created_at"); ok {
+	if column, ok := cfg.Columns.Mapped("created_at"); ok {
 		r.createdAt = column
 	}
 	return r
@@ -228,20 +225,20 @@ func checkRetention(ctx context.Context, conn *pgx.Conn, table replication.Table
 //     no longer tests each row against it.
 //
 // Rows kept because they predate the slot are logged with their number.
-func prepareRetention(ctx context.Context, cfg runConfig, start *resume, maxPayload int64, log zerolog.Logger) (keptRows, error) {
+func prepareRetention(ctx context.Context, cfg Config, start *resume, maxPayload int64, log zerolog.Logger) (keptRows, error) {
 	var kept keptRows
-	conn, err := connectPostgres(ctx, cfg.PGURL)
+	conn, err := ConnectPostgres(ctx, cfg.PGURL)
 	if err != nil {
 		return kept, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if column, ok := cfg.columns.Mapped("created_at"); ok && cfg.retentionAge > 0 {
-		typ, err := columnType(ctx, conn, cfg.table, column)
+	if column, ok := cfg.Columns.Mapped("created_at"); ok && cfg.Retention.Age > 0 {
+		typ, err := columnType(ctx, conn, cfg.Table, column)
 		if err != nil {
 			return kept, err
 		}
 		if typ == "timestamp without time zone" {
-			kept.createdAtZone = cfg.CreatedAtZone
+			kept.createdAtZone = cfg.Retention.CreatedAtZone
 		}
 	}
 	if cfg.DeadLetter != "" && maxPayload > 0 {
@@ -254,15 +251,15 @@ func prepareRetention(ctx context.Context, cfg runConfig, start *resume, maxPayl
 	unknown := start.BeforeSlot == ""
 	before := start.BeforeSlot
 	if unknown {
-		if before, err = replication.RowsBeforeSlot(ctx, cfg.PGURL, "", cfg.table); err != nil {
+		if before, err = replication.RowsBeforeSlot(ctx, cfg.PGURL, "", cfg.Table); err != nil {
 			return kept, err
 		}
 	}
 	var rows int64
 	if before != checkpoint.NoneBeforeSlot && before != "" {
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+cfg.table.String()+" WHERE "+replication.BeforeSlotCondition("$1"),
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+cfg.Table.String()+" WHERE "+replication.BeforeSlotCondition("$1"),
 			before).Scan(&rows); err != nil {
-			return kept, fmt.Errorf("count the rows of %s that predate slot %q: %w", cfg.table, cfg.Slot, err)
+			return kept, fmt.Errorf("count the rows of %s that predate slot %q: %w", cfg.Table, cfg.Slot, err)
 		}
 	}
 	if rows == 0 {
@@ -300,10 +297,10 @@ func columnType(ctx context.Context, conn *pgx.Conn, table replication.Table, co
 // deadLetterSize is the SQL expression of a row's payload and id size in
 // its dead letter: the payload as the body (bytea decoded, any other type
 // in its text form, as pgoutput sends it) and the id as Nats-Msg-Id.
-func deadLetterSize(ctx context.Context, conn *pgx.Conn, cfg runConfig) (string, error) {
-	payload, _ := cfg.columns.Mapped("payload")
-	id, _ := cfg.columns.Mapped("id")
-	typ, err := columnType(ctx, conn, cfg.table, payload)
+func deadLetterSize(ctx context.Context, conn *pgx.Conn, cfg Config) (string, error) {
+	payload, _ := cfg.Columns.Mapped("payload")
+	id, _ := cfg.Columns.Mapped("id")
+	typ, err := columnType(ctx, conn, cfg.Table, payload)
 	if err != nil {
 		return "", err
 	}

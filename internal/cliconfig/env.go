@@ -1,4 +1,4 @@
-package main
+package cliconfig
 
 import (
 	"fmt"
@@ -7,20 +7,20 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// envName is the environment variable that sets a flag: OUTBOXD_ and the
+// EnvName is the environment variable that sets a flag: OUTBOXD_ and the
 // flag's name in upper case with dashes as underscores.
-func envName(flag string) string {
+func EnvName(flag string) string {
 	return "OUTBOXD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// documentEnv appends each flag's environment variable to its usage, so
+// DocumentEnv appends each flag's environment variable to its usage, so
 // --help lists both names and the default for every setting. It may run
 // again on a flag set (after withRunSettings added run's flags, say):
 // a flag already documented, or command-line only, is left as it is.
-func documentEnv(fs *pflag.FlagSet) {
+func DocumentEnv(fs *pflag.FlagSet) {
 	fs.VisitAll(func(f *pflag.Flag) {
-		suffix := fmt.Sprintf(" (env %s)", envName(f.Name))
-		if f.Name != "help" && !isCommandLineOnly(f) && !strings.HasSuffix(f.Usage, suffix) {
+		suffix := fmt.Sprintf(" (env %s)", EnvName(f.Name))
+		if f.Name != "help" && !IsCommandLineOnly(f) && !strings.HasSuffix(f.Usage, suffix) {
 			f.Usage += suffix
 		}
 	})

@@ -1,14 +1,12 @@
-package main
+package relay
 
 import (
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -37,10 +35,6 @@ type backfillProgress struct {
 	out      io.Writer
 	lastLine time.Time
 	shown    int64 // the count of the last line, -1 before the first
-}
-
-func isTerminal(f *os.File) bool {
-	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }
 
 func newProgress(out io.Writer, terminal bool, total int64) *backfillProgress {

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/outboxd/outboxd/replication"
 )
 
 // writeStatus prints the report as a table for people: one block per
 // section, then the warnings.
-func writeStatus(w io.Writer, r statusReport) error {
+func (r StatusReport) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	writeSlot(tw, r.Slot)
 	writePublication(tw, r.Publication)
@@ -29,7 +31,7 @@ func section(w io.Writer, title string, p presence) bool {
 	return p.Exists
 }
 
-func writeSlot(w io.Writer, s slotReport) {
+func writeSlot(w io.Writer, s SlotReport) {
 	if !section(w, fmt.Sprintf("slot %s", s.Name), s.presence) {
 		return
 	}
@@ -51,7 +53,7 @@ func writeSlot(w io.Writer, s slotReport) {
 	)
 }
 
-func writePublication(w io.Writer, p publicationReport) {
+func writePublication(w io.Writer, p PublicationReport) {
 	if !section(w, fmt.Sprintf("\npublication %s", p.Name), p.presence) {
 		return
 	}
@@ -66,7 +68,7 @@ func writePublication(w io.Writer, p publicationReport) {
 	)
 }
 
-func writeStream(w io.Writer, s streamReport) {
+func writeStream(w io.Writer, s StreamReport) {
 	if !section(w, fmt.Sprintf("\nstream %s", s.Name), s.presence) {
 		return
 	}
@@ -80,7 +82,7 @@ func writeStream(w io.Writer, s streamReport) {
 	)
 }
 
-func writeCheckpoint(w io.Writer, c checkpointReport) {
+func writeCheckpoint(w io.Writer, c CheckpointReport) {
 	if !section(w, fmt.Sprintf("\ncheckpoint %s", c.Store), c.presence) {
 		return
 	}
@@ -91,7 +93,7 @@ func writeCheckpoint(w io.Writer, c checkpointReport) {
 	)
 }
 
-func writeWarnings(w io.Writer, warnings []statusWarning) {
+func writeWarnings(w io.Writer, warnings []StatusWarning) {
 	if len(warnings) == 0 {
 		fmt.Fprintln(w, "\nwarnings: none")
 		return
@@ -139,4 +141,34 @@ func humanBytes(n int64) string {
 		value, suffix = value/unit, next
 	}
 	return fmt.Sprintf("%.1f %s (%d bytes)", value, suffix, n)
+}
+
+// WriteText writes the slot as outboxd slot info shows it: the same rows
+// as status's slot section, and why outboxd cannot use it, if so.
+func (s SlotReport) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	writeSlot(tw, s)
+	if problem := s.info.Usable(); problem != "" {
+		fmt.Fprintf(tw, "  outboxd cannot use it: it %s\n", problem)
+	}
+	return tw.Flush()
+}
+
+// ExplainDrop says what dropping this slot loses, with its numbers.
+func ExplainDrop(w io.Writer, s replication.SlotInfo) {
+	fmt.Fprintf(w, "Dropping replication slot %q (plugin %s, confirmed_flush_lsn %s, %s of WAL written since):\n",
+		s.Name, orNone(s.Plugin), s.ConfirmedFlush, humanBytes(s.LagBytes))
+	fmt.Fprintln(w, "  - events committed but not yet published (after confirmed_flush_lsn) are lost: no outboxd can read them again;")
+	fmt.Fprintln(w, "  - a new slot (outboxd slot create, or outboxd run) starts at its own consistent point: only later commits are streamed;")
+	fmt.Fprintln(w, "  - while a checkpoint of this slot exists, outboxd run refuses to start on the new one: republish the lost events, then start it once with --allow-gap.")
+	if s.Active {
+		fmt.Fprintf(w, "The slot is active: server process %d%s holds it.\n", s.ActivePID, applicationOf(s))
+	}
+}
+
+func applicationOf(s replication.SlotInfo) string {
+	if s.ActiveApplication == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s)", s.ActiveApplication)
 }

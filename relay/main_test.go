@@ -1,0 +1,11 @@
+package relay
+
+import (
+	"os"
+	"testing"
+
+	"github.com/outboxd/outboxd/internal/pgtest"
+)
+
+// TestMain also fails the package when a test left a goroutine running.
+func TestMain(m *testing.M) { os.Exit(pgtest.MainLeakChecked(m)) }

@@ -1,0 +1,251 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/replication"
+	"github.com/outboxd/outboxd/sink"
+)
+
+func newJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	return jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(65536))
+}
+
+// runSession runs one replication session: preflight, resume point, then
+// the pipeline replication → decoder → sink → checkpoint until ctx is done
+// (a clean stop returns nil) or a stage fails. The stream's warnings are
+// logged by the first session only (warned), not on every reconnect.
+func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
+	nc, log := env.NATS, env.Log
+	js, err := newJetStream(nc)
+	if err != nil {
+		return err
+	}
+	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.Subject, cfg.CreateStream)
+	if err != nil {
+		return err
+	}
+	if cfg.DeadLetter != "" {
+		if _, err := sink.CheckDeadLetter(ctx, js, cfg.DeadLetter); err != nil {
+			return err
+		}
+	}
+	if !*warned {
+		durability, err := sink.CheckDurability(ctx, js, cfg.Stream, cfg.NATSMonitorURL)
+		if err != nil {
+			log.Warn().Err(err).Str("stream", cfg.Stream).Msg("cannot check whether acknowledged messages survive a power failure")
+		}
+		for _, w := range append(warnings, durability...) {
+			log.Warn().Str("stream", cfg.Stream).Msg(w)
+		}
+		*warned = true
+	}
+	store, err := openStore(ctx, cfg, nc)
+	if err != nil {
+		return err
+	}
+	slot, err := preflight(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	stream, err := replication.Connect(ctx, replication.Config{
+		ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication,
+		StatusInterval: cfg.StatusInterval, ReadLinger: cfg.ReadLinger, Logger: log,
+		Streaming: cfg.PGStreaming, Messages: true,
+	})
+	if err != nil {
+		return err
+	}
+	// Until the pipeline runs (it closes the stream itself), every failure
+	// below must close the replication connection.
+	streaming := false
+	defer func() {
+		if !streaming {
+			stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the setup error is the one to report
+		}
+	}()
+	decCfg := decoder.Config{Schema: cfg.Table.Schema, Table: cfg.Table.Name, Columns: cfg.Columns, Messages: true}
+	if cfg.Messages {
+		decCfg.EnvelopePrefix = outbox.MessagePrefix
+	}
+	if stream.Streaming() {
+		// A session's spool holds only transactions still in progress: a
+		// new session gets them re-sent from their start.
+		spool, err := decoder.NewSpool(cfg.SpoolDir)
+		if err != nil {
+			return &fatalError{fmt.Errorf("--spool-dir: %w", err)}
+		}
+		defer spool.Close()
+		decCfg.Spool = spool
+	}
+	dec, err := decoder.New(decCfg)
+	if err != nil {
+		return &fatalError{err}
+	}
+	start, err := resumePoint(ctx, cfg, stream, store, slot, log)
+	if err != nil {
+		return err
+	}
+	var kept keptRows
+	if cfg.Retention.On {
+		if kept, err = prepareRetention(ctx, cfg, &start, nc.MaxPayload(), log); err != nil {
+			return err
+		}
+	}
+	if start.Replace {
+		// The checkpoint holds a position the user gave up (--allow-gap),
+		// or what it says of the rows before the slot changed: replace it
+		// now, or the next start would stop on it again, or forget.
+		cp := start.Checkpoint
+		cp.SavedAt = time.Now().UTC()
+		if err := store.Save(ctx, cp); err != nil {
+			return err
+		}
+	}
+	tracker := checkpoint.NewTracker(start.LSN)
+	ckpt := checkpoint.NewCheckpointer(checkpoint.CheckpointerConfig{
+		Store: store, Tracker: tracker, Identity: start.Checkpoint, Start: start.LSN,
+		Interval: cfg.CheckpointInterval, Logger: log,
+	})
+	fast, err := fastPublishing(ctx, cfg, js, log)
+	if err != nil {
+		return err
+	}
+	publish, err := newSink(cfg, js, nc, fast, tracker, env.Metrics, log)
+	if err != nil {
+		return &fatalError{err}
+	}
+	p := &pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish, checkpointer: ckpt,
+		skipBefore: start.LSN, committedBy: start.CommittedBy, restored: start.Restored, from: start.From,
+		deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
+	p.checked.Store(start.From >= start.LSN)
+	if cfg.Retention.On {
+		p.retention = newRetention(cfg, kept, p.confirmable, env.Metrics, log)
+	}
+	if cfg.Heartbeat > 0 {
+		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
+			log: log.With().Str("component", "heartbeat").Logger()}}
+	}
+	if err := stream.Start(ctx, start.From, p.confirmable); err != nil {
+		return err
+	}
+	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("from", start.From.String()).Str("stream", cfg.Stream).
+		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Bool("fast_batches", fast).Msg("streaming")
+
+	streaming = true
+	detach := env.Metrics.Attach(sessionProgress{stream: stream, tracker: tracker})
+	defer detach()
+	if ctx.Err() == nil {
+		env.Health.Set(telemetry.Streaming, "")
+	}
+	err = p.run(ctx)
+	if replication.MissingPublication(err) {
+		return publicationDropped(ctx, cfg, store, err)
+	}
+	return err
+}
+
+// fastPublishing resolves --publish-mode: whether this session publishes
+// in fast batches. auto uses them where the server and stream take them
+// (and not with --exclusive-stream); fast without them is an error that
+// says what is missing.
+func fastPublishing(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger) (bool, error) {
+	if cfg.NullSink || cfg.PublishMode == PublishAsync || cfg.Exclusive {
+		return false, nil
+	}
+	err := sink.CheckFastBatch(ctx, js, cfg.Stream)
+	var unsupported *sink.FastBatchError
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &unsupported):
+		return false, err
+	case cfg.PublishMode == PublishFast:
+		return false, &fatalError{fmt.Errorf("--publish-mode fast: %w", err)}
+	}
+	log.Info().Str("stream", cfg.Stream).Str("reason", unsupported.Problem).Msg("publishing asynchronously: no fast batches")
+	return false, nil
+}
+
+// newSink returns the Run of the sink --sink names, acknowledging to
+// tracker: the JetStream publisher (in fast batches if fast), or the
+// benchmark's null sink.
+func newSink(cfg Config, js jetstream.JetStream, nc *nats.Conn, fast bool, tracker *checkpoint.Tracker,
+	observer sink.Observer, log zerolog.Logger) (func(context.Context, <-chan sink.Item) error, error) {
+	if cfg.NullSink {
+		log.Warn().Msg("--sink null: events are acknowledged without being published (benchmarks only)")
+		return func(ctx context.Context, in <-chan sink.Item) error { return sink.Null{}.Run(ctx, in, tracker) }, nil
+	}
+	publisher, err := cfg.newPublisher(js, nc, fast, observer, log)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, in <-chan sink.Item) error { return publisher.Run(ctx, in, tracker) }, nil
+}
+
+// ConnectPostgres opens a normal (not replication) connection to
+// --pg-url; its error names the flag, for the commands that take it.
+func ConnectPostgres(ctx context.Context, pgURL string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL (--pg-url): %w", err)
+	}
+	return conn, nil
+}
+
+// preflight checks the database on a normal connection.
+func preflight(ctx context.Context, cfg Config) (replication.SlotState, error) {
+	conn, err := pgx.Connect(ctx, cfg.PGURL)
+	if err != nil {
+		return replication.SlotState{}, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	slot, err := replication.Preflight(ctx, conn, replication.PreflightConfig{
+		Slot: cfg.Slot, Publication: cfg.Publication, Table: cfg.Table,
+		CheckColumns: cfg.checkColumns, Read: append(cfg.Columns.Names(), cfg.Subject.Columns()...),
+	})
+	if err == nil && cfg.Retention.On {
+		err = checkRetention(ctx, conn, cfg.Table, cfg.Retention.CreatedAtZone)
+	}
+	return slot, err
+}
+
+// sessionProgress is a running session's position, for the metrics.
+type sessionProgress struct {
+	stream  *replication.Stream
+	tracker *checkpoint.Tracker
+}
+
+func (s sessionProgress) Received() pglogrepl.LSN  { return s.stream.Received() }
+func (s sessionProgress) Confirmed() pglogrepl.LSN { return s.stream.Confirmed() }
+func (s sessionProgress) InFlight() int            { return s.tracker.InFlight() }
+
+// sinkConfig is the publisher's configuration for this relay, used by run
+// and backfill alike: events publish the same way from the stream and from
+// a snapshot. fast is the resolved publish mode (see fastPublishing).
+func (cfg Config) sinkConfig(fast bool, observer sink.Observer, log zerolog.Logger) sink.Config {
+	return sink.Config{
+		Stream: cfg.Stream, Subject: cfg.Subject, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
+		Exclusive: cfg.Exclusive, Fast: fast, Linger: cfg.PublishLinger, LogPayloads: cfg.LogPayloads,
+		Logger: log, Observer: observer,
+	}
+}
+
+// newPublisher is the one publisher of run and backfill, for this relay's
+// settings and the server's max_payload.
+func (cfg Config) newPublisher(js jetstream.JetStream, nc *nats.Conn, fast bool, observer sink.Observer, log zerolog.Logger) (*sink.Publisher, error) {
+	return sink.NewPublisher(js, nc.MaxPayload(), cfg.sinkConfig(fast, observer, log))
+}
