@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/event"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 	"github.com/outboxd/outboxd/outbox"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/rs/zerolog"
 
-	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // BenchmarkRetentionRound measures one retention batch of 1000 rows on a

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // TestRowsBeforeSlot: the rows committed before a slot's consistent point

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/internal/cpuclock"
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/cpuclock"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
 )
 
 // BenchmarkPublisher publishes b.N events with 200-byte payloads through

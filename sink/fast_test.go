@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // TestCheckFastBatch: a stream outboxd creates on this nats-server takes
@@ -180,7 +181,7 @@ func TestFastLinger(t *testing.T) {
 	if n := a.count.Load(); n != 0 {
 		t.Fatalf("%d acks %s into a %s linger, want the lone item held", n, linger/5, linger)
 	}
-	waitFor(t, 5*linger, "the lingering batch to commit", func() bool { return a.count.Load() == 1 })
+	testsync.Eventually(t, 5*linger, testsync.Until("the lingering batch to commit", func() bool { return a.count.Load() == 1 }))
 	close(in)
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v", err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/event"
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
 )
 
 // Events are made the way production makes them: pgoutput protocol v1 bytes
@@ -362,16 +362,4 @@ func readStream(tb testing.TB, srv *natstest.Server, name string) []storedMsg {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

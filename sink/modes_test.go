@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/event"
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // The behaviour every publish mode must share (order, the bounded window,
@@ -165,11 +166,11 @@ func TestPublisherWindowBounded(t *testing.T) {
 				t.Fatalf("Run = %v", err)
 			}
 			checkAcks(t, a, n)
-			waitFor(t, 10*time.Second, "the watcher to see every message", func() bool {
+			testsync.Eventually(t, 10*time.Second, testsync.Until("the watcher to see every message", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return len(seen) == n
-			})
+			}))
 			if err := sub.Unsubscribe(); err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/event"
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 // countingObserver records what the publisher reports.
@@ -112,7 +113,7 @@ func TestObserverReportsFailures(t *testing.T) {
 	srv.Shutdown()
 	errC := make(chan error, 1)
 	go func() { errC <- run(ctx, p, items, newAcker(), nil) }()
-	waitFor(t, 30*time.Second, "a failed publish", func() bool { _, _, _, _, failures := obs.counts(); return failures > 0 })
+	testsync.Eventually(t, 30*time.Second, testsync.Until("a failed publish", func() bool { _, _, _, _, failures := obs.counts(); return failures > 0 }))
 	srv.Restart(t)
 	if err := <-errC; err != nil {
 		t.Fatal(err)

@@ -17,7 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/event"
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/testsync"
 )
 
 func TestNewPublisherConfig(t *testing.T) {
@@ -230,7 +231,7 @@ func TestPublisherWindowFull(t *testing.T) {
 			t.Fatalf("Run did not take item %d of a window of %d", it.Seq, maxInFlight)
 		}
 	}
-	waitFor(t, 10*time.Second, "the window's messages to reach the server", func() bool { return received.Load() == maxInFlight })
+	testsync.Eventually(t, 10*time.Second, testsync.Until("the window's messages to reach the server", func() bool { return received.Load() == maxInFlight }))
 	// The one negative check that needs a grace period: with the window
 	// full, Run must not take another item.
 	select {
@@ -310,7 +311,7 @@ func checkStoppedAt(t *testing.T, srv *natstest.Server, js jetstream.JetStream, 
 	if len(seqs) != bad {
 		t.Fatalf("%d items acknowledged, want all %d before the bad one", len(seqs), bad)
 	}
-	waitFor(t, 10*time.Second, "publishes in flight to settle", func() bool { return js.PublishAsyncPending() == 0 })
+	testsync.Eventually(t, 10*time.Second, testsync.Until("publishes in flight to settle", func() bool { return js.PublishAsyncPending() == 0 }))
 	checkStored(t, srv, "OUTBOX", tmpl, items[:bad])
 }
 
@@ -397,7 +398,7 @@ func TestPublisherContextCancel(t *testing.T) {
 		defer cancel()
 		errC := make(chan error, 1)
 		go func() { errC <- p.Run(ctx, in, newAcker()) }()
-		waitFor(t, 20*time.Second, "Run to reach the state under test", ready)
+		testsync.Eventually(t, 20*time.Second, testsync.Until("Run to reach the state under test", ready))
 		start := time.Now()
 		cancel()
 		select {

@@ -30,8 +30,15 @@ func (e *StreamError) Unwrap() error { return e.Err }
 // missingStream is the error for a stream that does not exist and that
 // outboxd was not asked to create.
 func missingStream(name string, tmpl *Template) *StreamError {
+	// The subjects --create-stream gives it (outbox.>), so that the fix and
+	// the flag make the same stream; the template's filter (outbox.*.*)
+	// only where it has no literal prefix to capture under.
+	subject, err := tmpl.StreamSubject()
+	if err != nil {
+		subject = tmpl.Filter()
+	}
 	return &StreamError{Stream: name, Problem: "does not exist", Err: jetstream.ErrStreamNotFound,
-		Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s' --storage file --dupe-window 2m) or pass --create-stream", name, tmpl.Filter())}
+		Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s' --storage file --dupe-window 2m) or pass --create-stream", name, subject)}
 }
 
 // DefaultDuplicateWindow is the duplicate window of a stream outboxd

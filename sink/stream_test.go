@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
 )
 
 const defaultTemplate = "outbox.{aggregate_type}.{event_type}"
@@ -36,7 +36,7 @@ func TestEnsureStreamMissing(t *testing.T) {
 	if serr.Stream != "OUTBOX" || !strings.Contains(serr.Problem, "does not exist") {
 		t.Errorf("StreamError = %+v, want stream OUTBOX that does not exist", serr)
 	}
-	for _, want := range []string{"--create-stream", `"OUTBOX"`, "outbox.*.*", "--storage file"} {
+	for _, want := range []string{"--create-stream", `"OUTBOX"`, "--subjects 'outbox.>'", "--storage file"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/outboxd/outboxd/internal/bench"
+	"github.com/outboxd/outboxd/cmd/outboxd-bench/bench"
 )
 
 func main() {

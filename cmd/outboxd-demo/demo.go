@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/internal/natsembed"
-	"github.com/outboxd/outboxd/internal/pgcluster"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/relay"
 	"github.com/outboxd/outboxd/sink"

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // TestMain also fails the package when a test left a goroutine running.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/outboxd/outboxd/internal/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
 	"github.com/outboxd/outboxd/relay/natsconn"
 )
 

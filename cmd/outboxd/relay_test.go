@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outboxd/checkpoint"
-	"github.com/outboxd/outboxd/internal/natstest"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 	"github.com/outboxd/outboxd/internal/testenv/testsync"
 	"github.com/outboxd/outboxd/sink"
 )

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/natstest"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // expectExit runs outboxd to its end and checks it failed with every one of

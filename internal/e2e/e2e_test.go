@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/internal/checker"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/checker"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 	"github.com/outboxd/outboxd/sink"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // TestIdleSlotWALBounded: the database is busy with a table outside the

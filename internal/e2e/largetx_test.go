@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // plainBinary is outboxd built without the race detector, whose shadow

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/internal/checker"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/checker"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/sink"
 )

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/outboxd/outboxd/internal/checker"
-	"github.com/outboxd/outboxd/internal/natstest"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/checker"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 const (

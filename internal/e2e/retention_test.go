@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/checker"
-	"github.com/outboxd/outboxd/internal/natstest"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/checker"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // retentionArgs run retention as eagerly as the flags allow.

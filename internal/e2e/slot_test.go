@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxd/outboxd/internal/checker"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/internal/testenv/checker"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // TestSlotInvalidated: a slot that lost its WAL to max_slot_wal_keep_size

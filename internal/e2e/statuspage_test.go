@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/browser"
-	"github.com/outboxd/outboxd/internal/checker"
-	"github.com/outboxd/outboxd/internal/pgtest"
 	"github.com/outboxd/outboxd/internal/statuspage"
+	"github.com/outboxd/outboxd/internal/testenv/browser"
+	"github.com/outboxd/outboxd/internal/testenv/checker"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 // TestStatusPage streams real events through the binary while a load of

@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/outboxd/outboxd/internal/browser"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/internal/testenv/browser"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 )
 
 // pgConf tunes the private cluster for a benchmark: checkpoints do not

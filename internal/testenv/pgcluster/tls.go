@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/outboxd/outboxd/internal/testca"
+	"github.com/outboxd/outboxd/internal/testenv/testca"
 )
 
 // TLSOptions turns on TLS (ssl = on) with a server certificate signed by a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }

@@ -10,7 +10,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
 
-	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 )
 
 // startDocker runs postgres:16 with the settings pgcluster would write.

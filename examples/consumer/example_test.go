@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/internal/examples/consumer"
+	"github.com/outboxd/outboxd/examples/consumer"
 )
 
 // A billing service that credits an account once per OrderPaid event. It

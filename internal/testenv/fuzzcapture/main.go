@@ -2,7 +2,7 @@
 // PostgreSQL cluster and writes them as seed corpus files for the decoder's
 // fuzz targets, so fuzzing starts from what servers really send:
 //
-//	go run ./internal/fuzzcapture -out decoder/testdata/fuzz
+//	go run ./internal/testenv/fuzzcapture -out decoder/testdata/fuzz
 //
 // It captures one protocol 1 session (FuzzDecode: one file per message) and
 // one protocol 2 session with in-progress streaming, logical messages and
@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/replication"
 )

@@ -19,9 +19,9 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/internal/examples/consumer"
-	"github.com/outboxd/outboxd/internal/natstest"
-	"github.com/outboxd/outboxd/internal/pgtest"
+	"github.com/outboxd/outboxd/examples/consumer"
+	"github.com/outboxd/outboxd/internal/testenv/natstest"
+	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.MainLeakChecked(m)) }

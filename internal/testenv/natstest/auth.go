@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/outboxd/outboxd/internal/testca"
+	"github.com/outboxd/outboxd/internal/testenv/testca"
 )
 
 // CA is a test certificate authority (see package testca) whose files

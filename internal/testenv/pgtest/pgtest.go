@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"github.com/outboxd/outboxd/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 	"github.com/outboxd/outboxd/migrations"
 )
 
