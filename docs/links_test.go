@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/agnivade/levenshtein"
 )
 
 // repoRoot is the repository's root, seen from this package's folder.
@@ -446,33 +448,11 @@ func relativeTo(file, target string) string {
 func nearest(s string, candidates []string) string {
 	best, bestDist := "", len(s)/3+1
 	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestDist {
+		if d := levenshtein.ComputeDistance(s, c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur := make([]int, len(rb)+1)
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(rb)]
 }
 
 func TestSlug(t *testing.T) {

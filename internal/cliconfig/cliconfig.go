@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
@@ -283,25 +284,7 @@ func nearest(key string, known []string) string {
 // editDistance is the Levenshtein distance between a and b, with '.' and
 // '_' counted as '-' so nats.url and nats_url find nats-url.
 func editDistance(a, b string) int {
-	norm := strings.NewReplacer(".", "-", "_", "-")
-	ra, rb := []rune(norm.Replace(a)), []rune(b)
-	prev := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur := make([]int, len(rb)+1)
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(rb)]
+	return levenshtein.ComputeDistance(strings.NewReplacer(".", "-", "_", "-").Replace(a), b)
 }
 
 // FileLogLevel returns what re-reads the log level from the --config file
