@@ -32,7 +32,7 @@ func TestRunTiny(t *testing.T) {
 	cfg.WorkDir, cfg.ProfileDir = dir, filepath.Join(dir, "profiles")
 	var progress bytes.Buffer
 	cfg.Progress = &progress
-	module, err := filepath.Abs("../..")
+	module, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
