@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/internal/cliconfig"
+	"github.com/outboxd/outboxd/internal/version"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -195,24 +198,26 @@ func TestRunContractFlags(t *testing.T) {
 	}
 }
 
+// TestVersion: version and --version print the same line, with version,
+// commit, date and Go version; --json prints the fields for scripts.
 func TestVersion(t *testing.T) {
-	out, _, err := execute(t, newRootCommand(), []string{"version"}, nil)
+	want := version.Get().String() + "\n"
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, _, err := execute(t, newRootCommand(), args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != want || !strings.HasPrefix(out, "outboxd ") || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("%v printed %q, want %q", args, out, want)
+		}
+	}
+	out, _, err := execute(t, newRootCommand(), []string{"version", "--json"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := strings.CutPrefix(out, "outboxd "); !ok || strings.TrimSpace(v) == "" || !strings.HasSuffix(v, "\n") {
-		t.Errorf("version printed %q, want \"outboxd <version>\\n\"", out)
-	}
-
-	old := version
-	t.Cleanup(func() { version = old })
-	version = "v1.2.3"
-	out, _, err = execute(t, newRootCommand(), []string{"version"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != "outboxd v1.2.3\n" {
-		t.Errorf("version printed %q, want %q", out, "outboxd v1.2.3\n")
+	var info version.Info
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info != version.Get() {
+		t.Errorf("version --json printed %q (%v), want %+v", out, err, version.Get())
 	}
 	if _, _, err := execute(t, newRootCommand(), []string{"version", "extra"}, nil); err == nil {
 		t.Error("version with an argument: no error")

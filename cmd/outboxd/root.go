@@ -1,14 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
-)
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
+	"github.com/outboxd/outboxd/internal/cliconfig"
+	"github.com/outboxd/outboxd/internal/version"
+)
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -22,30 +22,32 @@ in its help text, or with its name as a key in the YAML file given with --config
 outboxd config prints what is in effect and where each value came from.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what the version command prints.
+		Version: version.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newConfigCommand())
 	root.AddCommand(newRunCommand(), newStatusCommand(), newSlotCommand(), newBackfillCommand(), newMigrateCommand(), newVersionCommand())
 	return root
 }
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of outboxd",
+		Short: "Print the version, commit, build date and Go version of outboxd",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "outboxd", buildVersion())
+			info := version.Get()
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(info)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), info)
 			return nil
 		},
 	}
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "dev"
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the version as JSON (version, commit, date, goVersion)")
+	// version reads no environment or config file: say so in the reference.
+	cliconfig.CommandLineOnly(cmd.Flags(), "json")
+	return cmd
 }

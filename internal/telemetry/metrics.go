@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/outboxd/outboxd/internal/version"
 	"github.com/outboxd/outboxd/sink"
 )
 
@@ -100,6 +101,11 @@ func NewMetrics(stream string) *Metrics {
 		func() float64 { return float64(m.received()) })
 	f.gaugeFunc("outboxd_confirmed_lsn_bytes", "WAL position last confirmed to PostgreSQL as flushed, in bytes.",
 		func() float64 { return float64(m.confirmed()) })
+	build := version.Get()
+	f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "outboxd_build_info", Help: "Always 1; the labels say which build of outboxd runs.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "commit": build.Commit, "goversion": build.GoVersion},
+	}, func() float64 { return 1 }))
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/outboxd/outboxd/internal/version"
 	"github.com/outboxd/outboxd/sink"
 )
 
@@ -253,5 +255,17 @@ func BenchmarkPublished(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Published(committed, false)
+	}
+}
+
+// TestBuildInfo: outboxd_build_info is 1 with the running build's version,
+// commit and Go version as labels.
+func TestBuildInfo(t *testing.T) {
+	m := NewMetrics("OUTBOX")
+	b := version.Get()
+	want := fmt.Sprintf("# HELP outboxd_build_info Always 1; the labels say which build of outboxd runs.\n"+
+		"# TYPE outboxd_build_info gauge\noutboxd_build_info{commit=%q,goversion=%q,version=%q} 1\n", b.Commit, b.GoVersion, b.Version)
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "outboxd_build_info"); err != nil {
+		t.Error(err)
 	}
 }
