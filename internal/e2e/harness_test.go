@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,9 +161,24 @@ func (e *env) start(args ...string) *proc {
 // startBinary is start with another build of outboxd.
 func (e *env) startBinary(path string, args ...string) *proc {
 	e.t.Helper()
+	return e.startProcess(path, os.Environ(), args...)
+}
+
+// startWithEnv is start with env added to the test's environment less
+// its own OUTBOXD_* variables: outboxd sees only the settings env gives.
+func (e *env) startWithEnv(env []string, args ...string) *proc {
+	e.t.Helper()
+	clean := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OUTBOXD_") })
+	return e.startProcess(binary, append(clean, env...), args...)
+}
+
+// startProcess runs the outboxd binary at path with env and args; the
+// test's cleanup kills it and, if the test failed, logs its output.
+func (e *env) startProcess(path string, env []string, args ...string) *proc {
+	e.t.Helper()
 	p := &proc{t: e.t, cmd: exec.Command(path, args...), output: &testsync.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = env
 	if err := p.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
