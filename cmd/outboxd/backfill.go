@@ -15,9 +15,8 @@ import (
 	"github.com/outboxd/outboxd/relay/natsconn"
 )
 
-// relayOnlyFlags are run's flags that mean nothing to a one-off backfill.
-// backfill still accepts them, so one set of flags or OUTBOXD_* variables
-// serves both commands, but hides them from its help.
+// relayOnlyFlags are run's flags that mean nothing to a one-off backfill:
+// it does not take them (their variables and config keys leave it alone).
 var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-interval", "shutdown-timeout",
 	"standby-retry", "heartbeat-interval", "pg-streaming", "spool-dir", "allow-gap", "nats-monitor-url",
 	"retention", "retention-batch", "retention-pause", "retention-wait"}
@@ -45,7 +44,8 @@ Rows go out in (created_at, id) order. backfill fails if the slot exists (its
 snapshot is gone) or a checkpoint for it exists. On any failure after creating
 the slot it drops the slot again, so it can simply be run again. It exits when
 every row is acknowledged; then start outboxd run with the same settings.
-It takes run's flags; the ones only a running relay uses are accepted and ignored.`,
+It takes run's flags, less those only a running relay uses (metrics, retention,
+intervals).`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&where, "where", "", `SQL predicate on the outbox table selecting the rows to publish, e.g. '"ProcessedAt" IS NULL' or '"Status" = 0' (runs read-only in the snapshot)`)
@@ -66,10 +66,7 @@ It takes run's flags; the ones only a running relay uses are accepted and ignore
 			return err
 		}
 		return relay.Backfill(cmd.Context(), cfg, relay.Env{NATS: nc, Log: log}, cmd.OutOrStdout())
-	})
-	for _, name := range relayOnlyFlags {
-		_ = cmd.Flags().MarkHidden(name)
-	}
+	}, runFlagsExcept(relayOnlyFlags...)...)
 	return cmd
 }
 

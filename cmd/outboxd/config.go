@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/relay"
 	"github.com/outboxd/outboxd/relay/natsconn"
 	"github.com/outboxd/outboxd/replication"
@@ -85,6 +86,9 @@ type runConfig struct {
 	// natsURLSet reports that --nats-url was given (flag or environment),
 	// so it wins over the URL of a --nats-context.
 	natsURLSet bool
+	// metricsAddrSet reports that --metrics-addr was given: an address the
+	// operator chose is never replaced by a free port.
+	metricsAddrSet bool
 
 	// levelFromFile re-reads the log level from the config file, or is nil
 	// when there is no file or a flag or the environment sets the level.
@@ -125,7 +129,7 @@ func defaultRunConfig() runConfig {
 		CreatedAtZone:   d.Retention.CreatedAtZone,
 		PGStreaming:     d.PGStreaming,
 		LogLevel:        "info",
-		MetricsAddr:     "127.0.0.1:9187",
+		MetricsAddr:     telemetry.DefaultAddr,
 		Sink:            sinkJetStream,
 	}
 }
@@ -173,7 +177,8 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit, and never publishes aborted ones")
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port serving Prometheus /metrics, /healthz, /readyz and the status page at /; empty serves nothing")
+	fs.Var(&trackedString{value: &c.MetricsAddr, set: &c.metricsAddrSet}, "metrics-addr",
+		"host:port serving Prometheus /metrics, /healthz, /readyz and the status page at /; when the default is in use (another outboxd on this host), a free port is used and logged; empty serves nothing")
 	fs.BoolVar(&c.LogPayloads, "log-payloads", c.LogPayloads, "log every published payload at debug level (needs --log-level debug; payloads may hold personal data)")
 	// Hidden: scripts/bench isolates decoding with a sink that publishes nothing, and profiles.
 	fs.StringVar(&c.Sink, "sink", c.Sink, "benchmarks only: jetstream, or null to acknowledge events without publishing them")

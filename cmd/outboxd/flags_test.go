@@ -79,7 +79,14 @@ func parseRun(t testing.TB, args []string, env map[string]string) (runConfig, er
 func flagLine(t testing.TB, help, name string) string {
 	t.Helper()
 	for _, line := range strings.Split(help, "\n") {
-		if strings.Contains(line, "--"+name+" ") || strings.HasSuffix(line, "--"+name) {
+		// pflag indents a flag's line by six spaces, or two and its
+		// shorthand ("  -h, --help"); examples name flags too, but
+		// indented otherwise.
+		flag, ok := strings.CutPrefix(line, "      ")
+		if !ok && len(line) > 6 && strings.HasPrefix(line, "  -") && line[4:6] == ", " {
+			flag, ok = line[6:], true
+		}
+		if ok && (strings.HasPrefix(flag, "--"+name+" ") || flag == "--"+name) {
 			return line
 		}
 	}
@@ -411,5 +418,61 @@ func checkErr(t testing.TB, err error, want []string) {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %q: the command tried to connect", err)
+	}
+}
+
+// TestRunHelpGroups: run --help shows examples, then its flags under the
+// group titles in order, every flag of run in a group (none left to
+// "Other" but --help).
+func TestRunHelpGroups(t *testing.T) {
+	help, _, err := execute(t, newRootCommand(), []string{"run", "--help"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := strings.Index(help, "Examples:\n")
+	if last < 0 {
+		t.Fatalf("run --help shows no examples:\n%s", help)
+	}
+	for _, title := range []string{"PostgreSQL flags:", "NATS flags:", "Stream, subjects and mapping flags:", "Delivery flags:", "Retention flags:", "Operations flags:", "Other flags:"} {
+		i := strings.Index(help, "\n"+title+"\n")
+		if i < last {
+			t.Errorf("run --help: %q missing or out of order", title)
+		}
+		last = max(last, i)
+	}
+	other := help[strings.Index(help, "\nOther flags:\n"):]
+	if lines := strings.Count(strings.TrimSpace(other[:strings.Index(other, "\n\n")]), "\n"); lines != 1 {
+		t.Errorf("run --help lists more than --help under Other:\n%s", other)
+	}
+}
+
+// TestSubcommandFlags: a command takes only the settings it uses; another
+// command's flag is an unknown flag that names the commands taking it.
+func TestSubcommandFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"slot", "drop", "--retention", "1h", "--yes"}, []string{"unknown flag: --retention", "flag of outboxd", "outboxd run", "not of outboxd slot drop"}},
+		{[]string{"slot", "info", "--nats-url", "nats://x:4222"}, []string{"unknown flag: --nats-url", "not of outboxd slot info"}},
+		{[]string{"backfill", "--where", "true", "--metrics-addr", ":9"}, []string{"unknown flag: --metrics-addr", "not of outboxd backfill"}},
+		{[]string{"run", "--max-inflight", "3"}, []string{"did you mean --max-in-flight?"}},
+	}
+	for _, tt := range tests {
+		_, _, err := execute(t, newRootCommand(), tt.args, nil)
+		if err == nil {
+			t.Errorf("%q: no error", tt.args)
+			continue
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error %q lacks %q", tt.args, err, want)
+			}
+		}
+	}
+	// Their own settings still come from the environment.
+	_, _, err := execute(t, newRootCommand(), []string{"slot", "info"}, map[string]string{"OUTBOXD_SLOT": "bad slot"})
+	if err == nil || !strings.Contains(err.Error(), `"bad slot"`) {
+		t.Errorf("slot info with OUTBOXD_SLOT=\"bad slot\": %v, want the slot named", err)
 	}
 }

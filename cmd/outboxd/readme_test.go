@@ -82,14 +82,74 @@ func referenceFlags(t testing.TB, command string) []*pflag.Flag {
 	return flags
 }
 
-// referenceTable is the Markdown table of a command's settings: flag,
-// environment variable, config file key, default and meaning, all from
-// the flag definitions.
+// referenceTable is the Markdown reference of a command's settings: for
+// run, a table per group of its --help; for a command that takes some of
+// run's settings, which; then its own flags. Each table row has the flag,
+// environment variable, config file key, default and meaning, all from the
+// flag definitions.
 func referenceTable(t testing.TB, command string) string {
 	t.Helper()
+	flags := referenceFlags(t, command)
+	if command != "run" {
+		return takesRunSettings(t, command) + flagTable(flags)
+	}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	for _, f := range flags {
+		fs.AddFlag(f)
+	}
+	var b strings.Builder
+	for i, g := range groupedFlagUsages(fs) {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "**%s**\n\n", g.title)
+		var group []*pflag.Flag
+		for _, name := range g.flags {
+			group = append(group, fs.Lookup(name))
+		}
+		b.WriteString(flagTable(group))
+	}
+	return b.String()
+}
+
+// takesRunSettings is the line that says which of run's settings a
+// command takes, or "" for none.
+func takesRunSettings(t testing.TB, command string) string {
+	t.Helper()
+	root := newRootCommand()
+	cmd, _, err := root.Find(strings.Fields(command))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.Annotations[runSettingsAnnotation] == "" {
+		return ""
+	}
+	run, _, _ := root.Find([]string{"run"})
+	var taken, left []string
+	run.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "help" || f.Name == cliconfig.ConfigFlag {
+			return
+		}
+		if cmd.Flags().Lookup(f.Name) != nil {
+			taken = append(taken, "`--"+f.Name+"`")
+		} else {
+			left = append(left, "`--"+f.Name+"`")
+		}
+	})
+	switch {
+	case len(left) == 0:
+		return "Takes every setting of `outboxd run`, and:\n\n"
+	case len(left) < len(taken):
+		return "Takes the settings of `outboxd run` except " + strings.Join(left, ", ") + "; and:\n\n"
+	}
+	return "Takes these settings of `outboxd run`: " + strings.Join(taken, ", ") + "; and:\n\n"
+}
+
+// flagTable is the Markdown table of flags.
+func flagTable(flags []*pflag.Flag) string {
 	var b strings.Builder
 	b.WriteString("| flag | environment | config key | default | meaning |\n|---|---|---|---|---|\n")
-	for _, f := range referenceFlags(t, command) {
+	for _, f := range flags {
 		env, key := "`"+cliconfig.EnvName(f.Name)+"`", "`"+f.Name+"`"
 		if f.Name == cliconfig.ConfigFlag {
 			key = "—"

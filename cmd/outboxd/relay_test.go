@@ -128,7 +128,7 @@ func get(t *testing.T, client *http.Client, url string) string {
 
 // TestMetricsAddrInUse: a --metrics-addr another process holds stops
 // outboxd at once, before it connects anywhere, naming the address and the
-// way out.
+// way out; the default address in use gives way to a free port.
 func TestMetricsAddrInUse(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,6 +140,20 @@ func TestMetricsAddrInUse(t *testing.T) {
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
+
+	// As the default: another port.
+	o, err := newObservability(cfg, zerolog.Nop())
+	if err != nil || len(o.tasks) == 0 {
+		t.Fatalf("the default address in use: %v, %d tasks; want a free port", err, len(o.tasks))
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := o.tasks[0](cancelled); err != nil { // serve, closing the listener
+		t.Fatal(err)
+	}
+
+	// Chosen: an error.
+	cfg.metricsAddrSet = true
 	// With a context that is never done, only an error that is not
 	// retried returns at all.
 	err = runRelay(context.Background(), cfg, zerolog.Nop())

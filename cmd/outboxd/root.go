@@ -26,6 +26,8 @@ outboxd config prints what is in effect and where each value came from.`,
 		Version: version.Get().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	// Every command: an unknown flag suggests the one meant.
+	root.SetFlagErrorFunc(cliconfig.FlagError)
 	root.AddCommand(newConfigCommand())
 	root.AddCommand(newRunCommand(), newStatusCommand(), newSlotCommand(), newBackfillCommand(), newMigrateCommand(), newVersionCommand())
 	return root

@@ -80,6 +80,19 @@ outboxd stops reading, waits for the acknowledgements in flight (at most
 --shutdown-timeout), saves the checkpoint, confirms it to PostgreSQL and exits 0.
 Connection losses are retried with backoff; errors that retrying cannot fix
 (configuration, missing objects, a row that cannot be published) exit 1.`,
+		Example: `  # The outbox table of outboxd migrate, a local NATS, the stream created if missing
+  outboxd run --pg-url postgres://outboxd@db:5432/app --nats-url nats://nats:4222 --create-stream
+
+  # Settings from the environment (as in a container) or a file
+  OUTBOXD_PG_URL=postgres://outboxd@db:5432/app OUTBOXD_NATS_CREDS=/etc/outboxd/nats.creds outboxd run
+  outboxd run --config /etc/outboxd/outboxd.yaml
+
+  # An existing table: map its columns, route by a column, park bad rows
+  outboxd run --table '"Sales"."Outbox"' --columns 'id=Id,payload=Body,event_type=Type' \
+    --subject 'sales.{event_type}' --dead-letter outbox.dead
+
+  # Check the set-up first, and what is in effect
+  outboxd status && outboxd config`,
 		Args: cobra.NoArgs,
 	}, func(cmd *cobra.Command, cfg runConfig) error {
 		return run(cmd.Context(), cfg)

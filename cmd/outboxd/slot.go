@@ -54,7 +54,7 @@ exists already is an error; nothing is changed then.`,
 		fmt.Fprintf(cmd.OutOrStdout(), "created replication slot %q (plugin %s) at consistent point %s: outboxd run streams every transaction committed after it\n",
 			cfg.Slot, replication.Plugin, lsn)
 		return nil
-	})
+	}, "pg-url", "slot", "publication")
 }
 
 func newSlotInfoCommand() *cobra.Command {
@@ -78,7 +78,7 @@ that says how to create it.`,
 			return enc.Encode(report)
 		}
 		return report.WriteText(cmd.OutOrStdout())
-	})
+	}, "pg-url", "slot")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the slot as JSON (the \"slot\" object of outboxd status --json)")
 	cliconfig.DocumentEnv(cmd.Flags())
 	return cmd
@@ -154,7 +154,7 @@ reads them.`,
 		}
 		fmt.Fprintf(out, "dropped replication slot %q (it was at confirmed_flush_lsn %s)\n", cfg.Slot, before.ConfirmedFlush)
 		return nil
-	})
+	}, "pg-url", "slot")
 	cmd.Flags().BoolVar(&yes, "yes", false, "really drop the slot (events not yet published are lost)")
 	cmd.Flags().BoolVar(&force, "force", false, "terminate the process holding an active slot, then drop it")
 	cliconfig.DocumentEnv(cmd.Flags())

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net"
 
 	"github.com/rs/zerolog"
 
@@ -24,19 +22,25 @@ type observability struct {
 }
 
 // newObservability listens on --metrics-addr, so a busy port stops
-// outboxd at once with an error that names it.
+// outboxd at once with an error that names it; only the default address
+// gives way to a free port (telemetry.Listen).
 func newObservability(cfg runConfig, log zerolog.Logger) (*observability, error) {
 	o := &observability{metrics: telemetry.NewMetrics(cfg.Stream)}
 	o.health = telemetry.NewHealth(o.metrics)
 	if cfg.MetricsAddr == "" {
 		return o, nil
 	}
-	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	ln, fellBack, err := telemetry.Listen(cfg.MetricsAddr, !cfg.metricsAddrSet)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %q: %w: choose a free host:port, or \"\" to serve no metrics", cfg.MetricsAddr, err)
+		return nil, err
 	}
-	log.Info().Str("component", "telemetry").Str("addr", ln.Addr().String()).
-		Msg("serving metrics, health and the status page")
+	if fellBack {
+		log.Warn().Str("component", "telemetry").Str("addr", ln.Addr().String()).Str("default", cfg.MetricsAddr).
+			Msg("the default metrics address is in use (another outboxd on this host?): serving on a free port instead; set --metrics-addr to choose one")
+	} else {
+		log.Info().Str("component", "telemetry").Str("addr", ln.Addr().String()).
+			Msg("serving metrics, health and the status page")
+	}
 	history := statuspage.NewRecorder(o.health.Snapshot, statuspage.DefaultInterval, statuspage.DefaultWindow)
 	page := statuspage.Handler(o.health.Snapshot, history)
 	o.tasks = []func(context.Context) error{

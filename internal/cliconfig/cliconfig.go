@@ -75,8 +75,12 @@ func AddConfigFlag(fs *pflag.FlagSet) {
 // environment variable or, failing that, from its key in the --config
 // file, so flag > environment > file > default. It records each flag's
 // source. Bad values are all reported, each naming the variable or the
-// file and key, the value and what is accepted.
+// file and key, the value and what is accepted; a misspelt OUTBOXD_*
+// variable is an error that names the one meant.
 func Apply(cmd *cobra.Command, _ []string) error {
+	if err := CheckEnv(cmd); err != nil {
+		return err
+	}
 	fs := cmd.Flags()
 	path, err := configPath(fs)
 	if err != nil {

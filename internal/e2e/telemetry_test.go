@@ -113,7 +113,8 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 // TestMetricsAndHealth streams real events through the real binary, then
 // checks what /metrics, /healthz and /readyz say: every event counted once
 // and timed, the confirmed position advanced, the lag back to about zero; a
-// second outboxd on the same slot reports standby and not ready; NATS down
+// second outboxd on the same slot reports the standby role and is ready
+// (it can take over), only the first is active; NATS down
 // makes the active one not ready, and its return ready again.
 func TestMetricsAndHealth(t *testing.T) {
 	const events = 3000
@@ -175,32 +176,39 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Errorf("outboxd_publish_errors_total{reason=timeout} = %v (present %v), want 0", errs, ok)
 	}
 
-	// A second outboxd on the same slot stands by and says so.
+	// A second outboxd on the same slot stands by, ready to take over,
+	// and says so.
 	standby := e.start(e.args("--standby-retry", "200ms")...)
 	standbyBase := standby.metricsURL()
 	testsync.Eventually(t, 30*time.Second, func() string {
-		v, _ := metric(scrape(t, standbyBase), "outboxd_standby")
+		metrics := scrape(t, standbyBase)
+		v, _ := metric(metrics, "outboxd_standby")
+		active, _ := metric(metrics, "outboxd_active")
 		code, body := httpGet(t, standbyBase+"/readyz")
-		if v != 1 || code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") || !strings.Contains(body, "active in another process") {
-			return fmt.Sprintf("standby: outboxd_standby %v, /readyz %d %q; want 1 and 503 naming the standby", v, code, body)
+		if v != 1 || active != 0 || code != http.StatusOK || !strings.Contains(body, "standby") || !strings.Contains(body, "active in another process") {
+			return fmt.Sprintf("standby: outboxd_standby %v, outboxd_active %v, /readyz %d %q; want 1, 0 and 200 naming the standby", v, active, code, body)
 		}
 		return ""
 	})
 	if v, _ := metric(scrape(t, base), "outboxd_standby"); v != 0 {
 		t.Errorf("the active outboxd reports outboxd_standby %v, want 0", v)
 	}
+	if v, _ := metric(scrape(t, base), "outboxd_active"); v != 1 {
+		t.Errorf("the active outboxd reports outboxd_active %v, want 1", v)
+	}
 	// The status page's data says the same.
 	_, body := httpGet(t, standbyBase+"/status.json")
 	var page struct {
 		Now struct {
 			State  string `json:"state"`
+			Role   string `json:"role"`
 			Reason string `json:"reason"`
 			Ready  bool   `json:"ready"`
 		} `json:"now"`
 	}
-	if err := json.Unmarshal([]byte(body), &page); err != nil || page.Now.State != "standby" || page.Now.Ready ||
+	if err := json.Unmarshal([]byte(body), &page); err != nil || page.Now.State != "standby" || page.Now.Role != "standby" || !page.Now.Ready ||
 		!strings.Contains(page.Now.Reason, "active in another process") {
-		t.Errorf("standby's status.json: %+v (%v), want state standby, not ready, with the reason", page.Now, err)
+		t.Errorf("standby's status.json: %+v (%v), want state and role standby, ready, with the reason", page.Now, err)
 	}
 	standby.stopCleanly()
 

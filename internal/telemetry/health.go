@@ -21,7 +21,14 @@ const (
 )
 
 // Health is the relay's state for /readyz, the status page and the
-// outboxd_standby and outboxd_ready metrics. Any goroutine may use it.
+// outboxd_active, outboxd_standby and outboxd_ready metrics. Any goroutine
+// may use it.
+//
+// Ready means able to do its part: streaming (the active relay) or standing
+// by to take the slot over (a hot standby), with NATS connected either way.
+// A standby is ready so that a Deployment of an active and a standby
+// completes its rollout and a PodDisruptionBudget counts both; which one
+// streams is the role (Active), not readiness.
 type Health struct {
 	metrics *Metrics
 
@@ -38,7 +45,7 @@ func NewHealth(m *Metrics) *Health {
 	h := &Health{metrics: m, state: Starting, since: time.Now()}
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "outboxd_ready",
-		Help: "1 when replication streams and NATS is connected (what /readyz reports), 0 otherwise.",
+		Help: "1 when /readyz reports ready: streaming or standing by, with NATS connected; 0 otherwise.",
 	}, func() float64 {
 		if ready, _ := h.Ready(); ready {
 			return 1
@@ -64,11 +71,15 @@ func (h *Health) Set(state State, reason string) {
 		h.since = time.Now()
 	}
 	h.state, h.reason = state, reason
-	standby := 0.0
-	if state == Standby {
-		standby = 1
+	h.metrics.standby.Set(oneIf(state == Standby))
+	h.metrics.active.Set(oneIf(state == Streaming))
+}
+
+func oneIf(b bool) float64 {
+	if b {
+		return 1
 	}
-	h.metrics.standby.Set(standby)
+	return 0
 }
 
 // State returns the current state, why, and since when.
@@ -78,13 +89,13 @@ func (h *Health) State() (State, string, time.Time) {
 	return h.state, h.reason, h.since
 }
 
-// Ready reports whether replication streams and NATS is connected; when
-// not, the reason says what is missing.
+// Ready reports whether the relay streams or stands by with NATS
+// connected; the reason says which, or what is missing.
 func (h *Health) Ready() (bool, string) {
 	h.mu.Lock()
 	state, reason, nats := h.state, h.reason, h.nats
 	h.mu.Unlock()
-	if state != Streaming {
+	if state != Streaming && state != Standby {
 		if reason == "" {
 			return false, string(state)
 		}
@@ -96,7 +107,28 @@ func (h *Health) Ready() (bool, string) {
 	if connected, status := nats(); !connected {
 		return false, "NATS: not connected (" + status + ")"
 	}
+	if state == Standby {
+		return true, "standby: " + reason + "; NATS connected"
+	}
 	return true, "streaming; NATS connected"
+}
+
+// The roles the status page reports.
+const (
+	RoleActive  = "active"  // holds the slot and streams
+	RoleStandby = "standby" // waits to take the slot over
+	RoleNone    = "none"    // neither yet, or no longer: starting, retrying, stopping
+)
+
+// RoleOf is the role of a relay in state.
+func RoleOf(state State) string {
+	switch state {
+	case Streaming:
+		return RoleActive
+	case Standby:
+		return RoleStandby
+	}
+	return RoleNone
 }
 
 // Snapshot is the current state and metrics, for the status page.
@@ -104,5 +136,6 @@ func (h *Health) Snapshot() Snapshot {
 	s := h.metrics.snapshot()
 	s.Ready, _ = h.Ready()
 	s.State, s.Reason, _ = h.State()
+	s.Role = RoleOf(s.State)
 	return s
 }

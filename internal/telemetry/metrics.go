@@ -48,6 +48,7 @@ type Metrics struct {
 	lag           prometheus.Gauge
 	retained      prometheus.Gauge
 	standby       prometheus.Gauge
+	active        prometheus.Gauge
 	retentionRows prometheus.Counter
 
 	progress atomic.Pointer[Progress]
@@ -89,6 +90,8 @@ func NewMetrics(stream string) *Metrics {
 		"pg_current_wal_lsn() minus the slot's restart_lsn: WAL the server keeps for this slot.")
 	m.standby = f.gauge("outboxd_standby",
 		"1 while this outboxd stands by because another process holds the slot, 0 otherwise.")
+	m.active = f.gauge("outboxd_active",
+		"1 while this outboxd holds the slot and streams (the active relay), 0 otherwise; alert when no instance has it.")
 	m.retentionRows = f.counter("outboxd_retention_deleted_rows_total",
 		"Confirmed rows --retention deleted from the outbox table.")
 	f.gaugeFunc("outboxd_in_flight_messages", "Messages published but not yet acknowledged.", func() float64 {
@@ -174,6 +177,7 @@ func (m *Metrics) SetSlotWAL(lag, retained int64) {
 type Snapshot struct {
 	Time          time.Time `json:"time"`
 	State         State     `json:"state"`
+	Role          string    `json:"role"`
 	Reason        string    `json:"reason,omitempty"`
 	Ready         bool      `json:"ready"`
 	Stream        string    `json:"stream"`

@@ -15,8 +15,8 @@ import (
 // with page (the status page; nil for none).
 //
 // /healthz answers 200 while the process runs. /readyz answers 200 when
-// replication streams and NATS is connected, else 503; the body says why in
-// one line either way.
+// the relay streams or stands by with NATS connected (Health.Ready), else
+// 503; the body says why in one line either way.
 func Handler(h *Health, page http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{

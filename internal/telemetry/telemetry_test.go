@@ -153,8 +153,10 @@ func gathered(t *testing.T, m *Metrics, name string) float64 {
 	return 0
 }
 
-// TestReadiness checks /healthz and /readyz and outboxd_standby and
-// outboxd_ready through a real HTTP server, in each state.
+// TestReadiness checks /healthz, /readyz, the role and outboxd_active,
+// outboxd_standby and outboxd_ready through a real HTTP server, in each
+// state: a standby is ready (it can take over), only a streaming relay is
+// active.
 func TestReadiness(t *testing.T) {
 	m := NewMetrics("OUTBOX")
 	h := NewHealth(m)
@@ -180,23 +182,27 @@ func TestReadiness(t *testing.T) {
 		set     func()
 		code    int
 		body    string
+		role    string
+		active  float64
 		standby float64
 		ready   float64
 	}{
-		{"starting", func() {}, 503, "not ready: starting", 0, 0},
-		{"streaming before NATS is known", func() { h.Set(Streaming, "") }, 503, "not ready: NATS: not connected yet", 0, 0},
+		{"starting", func() {}, 503, "not ready: starting", RoleNone, 0, 0, 0},
+		{"streaming before NATS is known", func() { h.Set(Streaming, "") }, 503, "not ready: NATS: not connected yet", RoleActive, 1, 0, 0},
 		{"streaming", func() {
 			h.SetNATS(func() (bool, string) {
 				return natsUp.Load(), map[bool]string{true: "CONNECTED", false: "RECONNECTING"}[natsUp.Load()]
 			})
-		}, 200, "ready: streaming; NATS connected", 0, 1},
-		{"NATS down", func() { natsUp.Store(false) }, 503, "not ready: NATS: not connected (RECONNECTING)", 0, 0},
-		{"standby", func() {
-			natsUp.Store(true)
+		}, 200, "ready: streaming; NATS connected", RoleActive, 1, 0, 1},
+		{"NATS down", func() { natsUp.Store(false) }, 503, "not ready: NATS: not connected (RECONNECTING)", RoleActive, 1, 0, 0},
+		{"standby with NATS down", func() {
 			h.Set(Standby, `replication slot "outboxd" is active in another process`)
-		}, 503, `not ready: standby: replication slot "outboxd" is active in another process`, 1, 0},
-		{"retrying", func() { h.Set(Retrying, "receive replication message: EOF") }, 503, "not ready: retrying: receive replication message: EOF", 0, 0},
-		{"streaming again", func() { h.Set(Streaming, "") }, 200, "ready: ", 0, 1},
+		}, 503, "not ready: NATS: not connected (RECONNECTING)", RoleStandby, 0, 1, 0},
+		{"standby", func() { natsUp.Store(true) }, 200,
+			`ready: standby: replication slot "outboxd" is active in another process; NATS connected`, RoleStandby, 0, 1, 1},
+		{"retrying", func() { h.Set(Retrying, "receive replication message: EOF") }, 503, "not ready: retrying: receive replication message: EOF", RoleNone, 0, 0, 0},
+		{"streaming again", func() { h.Set(Streaming, "") }, 200, "ready: ", RoleActive, 1, 0, 1},
+		{"stopping", func() { h.Set(Stopping, "asked to stop") }, 503, "not ready: stopping: asked to stop", RoleNone, 0, 0, 0},
 	}
 	for _, st := range steps {
 		st.set()
@@ -206,6 +212,12 @@ func TestReadiness(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(m.standby); got != st.standby {
 			t.Errorf("%s: outboxd_standby = %v, want %v", st.name, got, st.standby)
+		}
+		if got := testutil.ToFloat64(m.active); got != st.active {
+			t.Errorf("%s: outboxd_active = %v, want %v", st.name, got, st.active)
+		}
+		if got := h.Snapshot().Role; got != st.role {
+			t.Errorf("%s: role %q, want %q", st.name, got, st.role)
 		}
 		if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
 			t.Errorf("%s: /healthz = %d %q, want 200 ok", st.name, code, body)
@@ -267,5 +279,57 @@ func TestBuildInfo(t *testing.T) {
 		"# TYPE outboxd_build_info gauge\noutboxd_build_info{commit=%q,goversion=%q,version=%q} 1\n", b.Commit, b.GoVersion, b.Version)
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "outboxd_build_info"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestListen: a free address is used as given; the default address in use
+// falls back to a free port of the same host; an address the operator
+// chose is never replaced, and its error names it and the ways out.
+func TestListen(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().String()
+	tests := []struct {
+		name     string
+		addr     string
+		fallback bool
+		fellBack bool
+		wantErr  []string
+	}{
+		{name: "free", addr: "127.0.0.1:0"},
+		{name: "default in use", addr: busy, fallback: true, fellBack: true},
+		{name: "chosen in use", addr: busy, wantErr: []string{"--metrics-addr", busy, "address already in use", `"127.0.0.1:0"`, `""`}},
+		{name: "not an address", addr: "256.0.0.1:80", fallback: true, wantErr: []string{"--metrics-addr", "256.0.0.1:80", `""`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, fellBack, err := Listen(tt.addr, tt.fallback)
+			if tt.wantErr != nil {
+				if err == nil {
+					ln.Close()
+					t.Fatalf("Listen(%q) listens on %s, want an error", tt.addr, ln.Addr())
+				}
+				for _, want := range tt.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q lacks %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			if fellBack != tt.fellBack {
+				t.Errorf("fell back %v, want %v", fellBack, tt.fellBack)
+			}
+			got := ln.Addr().(*net.TCPAddr)
+			if got.IP.String() != "127.0.0.1" || (tt.fellBack && got.String() == busy) {
+				t.Errorf("listens on %s", got)
+			}
+		})
 	}
 }
