@@ -108,3 +108,16 @@ func compareHeaders(t *testing.T, in []byte) {
 		t.Fatalf("ParseHeaders(%q)\n got %q\nwant %q", in, got, want)
 	}
 }
+
+// BenchmarkParseHeaders reads the headers of a typical row: two string
+// values, the path every row with headers takes.
+func BenchmarkParseHeaders(b *testing.B) {
+	v := []byte(`{"trace-id": "4bf92f3577b34da6", "content-type": "application/json"}`)
+	b.SetBytes(int64(len(v)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if hs, err := ParseHeaders(v); err != nil || len(hs) != 2 {
+			b.Fatal(hs, err)
+		}
+	}
+}
