@@ -92,8 +92,8 @@ func TestParseEnvelopeBad(t *testing.T) {
 		{"boolean event type", with("event_type", `true`), "event_type", "is a JSON boolean, want a string"},
 		{"event type with a tab", with("event_type", `"a\tb"`), "event_type", "control character"},
 		{"missing payload", with("payload", ""), "payload", "is missing"},
-		{"headers array", with("headers", `["a"]`), "headers", "is a JSON array, want an object of strings"},
-		{"header number", with("headers", `{"Attempt": 3}`), "headers", `has header "Attempt" whose value is a JSON number`},
+		{"headers array", with("headers", `["a"]`), "headers", "is a JSON array, want an object of header values"},
+		{"header object", with("headers", `{"Attempt": {"n": 3}}`), "headers", `has header "Attempt" whose value is a JSON object`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

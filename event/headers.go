@@ -8,10 +8,13 @@ import (
 	"unicode/utf8"
 )
 
-// ParseHeaders reads a headers value: a JSON object whose values are all strings, keeping the
-// order of the keys as sent (jsonb sends them sorted by length, then bytes;
-// json sends them as written, duplicates included). An empty object gives
-// nil.
+// ParseHeaders reads a headers value: a JSON object, keeping the order of
+// the keys as sent (jsonb sends them sorted by length, then bytes; json and
+// text send them as written, duplicates included). A string value is the
+// header's value; a number or boolean becomes its JSON text (3, 2.5e3,
+// true); a null value leaves the header out; an object or array value is a
+// *HeaderValueError, since a header holds one line of text and flattening
+// it would be a guess. An empty object gives nil.
 //
 // It is the hot path for rows with headers, so instead of encoding/json's
 // token stream (some 35 allocations for two headers) it checks the text with
@@ -22,12 +25,12 @@ import (
 // the token-stream version.
 func ParseHeaders(v []byte) ([]Header, error) {
 	if !json.Valid(v) {
-		return nil, errors.New("is not valid JSON")
+		return nil, errors.New("is not valid JSON: write the headers as a JSON object, e.g. {\"Trace-Id\": \"abc\"}")
 	}
 	p := jsonWalker{s: string(v)}
 	p.space()
 	if c := p.peek(); c != '{' {
-		return nil, fmt.Errorf("is a JSON %s, want an object of strings", jsonKind(c))
+		return nil, fmt.Errorf("is a JSON %s, want an object of header values, e.g. {\"Trace-Id\": \"abc\"}", jsonKind(c))
 	}
 	var hs []Header
 	// The first pass checks the values and counts them, the second fills a
@@ -46,17 +49,27 @@ func ParseHeaders(v []byte) ([]Header, error) {
 			p.space()
 			p.i++ // ':'
 			p.space()
-			if c := p.peek(); c != '"' {
-				return nil, fmt.Errorf("has header %q whose value is a JSON %s, want a string", key, jsonKind(c))
+			var val string
+			omit := false
+			switch c := p.peek(); c {
+			case '"':
+				if val, err = p.str(); err != nil {
+					return nil, err
+				}
+			case '{', '[':
+				return nil, &HeaderValueError{Key: key, Kind: jsonKind(c)}
+			case 'n':
+				p.i += len("null")
+				omit = true
+			default:
+				val = p.literal()
 			}
-			val, err := p.str()
-			if err != nil {
-				return nil, err
+			if !omit {
+				if pass == 1 {
+					hs[n] = Header{Key: key, Value: val}
+				}
+				n++
 			}
-			if pass == 1 {
-				hs[n] = Header{Key: key, Value: val}
-			}
-			n++
 			p.space()
 			if p.peek() == ',' {
 				p.i++
@@ -127,6 +140,33 @@ func (p *jsonWalker) str() (string, error) {
 		return "", fmt.Errorf("could not be read as a JSON object: %v", err)
 	}
 	return out, nil
+}
+
+// literal reads the number, true or false at p.i: it ends where the
+// object goes on.
+func (p *jsonWalker) literal() string {
+	start := p.i
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ',', '}', ' ', '\t', '\n', '\r':
+			return p.s[start:p.i]
+		}
+		p.i++
+	}
+	return p.s[start:p.i]
+}
+
+// HeaderValueError reports a header whose value is a JSON object or array.
+type HeaderValueError struct {
+	// Key is the header's key.
+	Key string
+	// Kind is the value's JSON type: "object" or "array".
+	Kind string
+}
+
+// Error names the key and what a header value may be.
+func (e *HeaderValueError) Error() string {
+	return fmt.Sprintf("has header %q whose value is a JSON %s: a header value must be a string, a number, a boolean or null", e.Key, e.Kind)
 }
 
 // jsonKind names the JSON type of the value that starts with c.

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 // parseHeadersTokens is the plain encoding/json token-stream reading of a
-// headers object: the oracle that parseHeaders must agree with.
+// headers object: the oracle that parseHeaders must agree with. A number
+// is its JSON text, a boolean true or false, a null leaves the header out.
 func parseHeadersTokens(v []byte) ([]Header, error) {
 	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -33,9 +37,18 @@ func parseHeadersTokens(v []byte) ([]Header, error) {
 		if tok, err = dec.Token(); err != nil {
 			return nil, err
 		}
-		val, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("value of %q is not a string", key)
+		var val string
+		switch tok := tok.(type) {
+		case string:
+			val = tok
+		case json.Number:
+			val = string(tok)
+		case bool:
+			val = strconv.FormatBool(tok)
+		case nil:
+			continue
+		default:
+			return nil, fmt.Errorf("value of %q is a %v", key, tok)
 		}
 		hs = append(hs, Header{Key: key, Value: val})
 	}
@@ -61,8 +74,14 @@ var headerSamples = []string{
 	`{"": ""}`,
 	`{"a": 1}`,
 	`{"a": "1", "b": 2.5e3}`,
+	`{"a":-0.5E-3,"b":false}`,
+	"{\"a\":1\n,\"b\":true\t}",
 	`{"a": true}`,
 	`{"a": null}`,
+	`{"a": null, "b": null}`,
+	`{"a": null, "b": "x", "c": 0}`,
+	`{"a": {}}`,
+	`{"a": []}`,
 	`{"a": {"b": "c"}}`,
 	`{"a": ["b"]}`,
 	`[]`,
@@ -117,6 +136,59 @@ func BenchmarkParseHeaders(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if hs, err := ParseHeaders(v); err != nil || len(hs) != 2 {
+			b.Fatal(hs, err)
+		}
+	}
+}
+
+// TestParseHeadersValues: numbers and booleans become their JSON text, a
+// null leaves the header out, and an object or array is refused with a
+// *HeaderValueError that names the key.
+func TestParseHeadersValues(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []Header
+		wantErr string
+	}{
+		{name: "strings", in: `{"a": "1", "b": "x"}`, want: []Header{{"a", "1"}, {"b", "x"}}},
+		{name: "number", in: `{"retries": 3}`, want: []Header{{"retries", "3"}}},
+		{name: "number as written", in: `{"n": -2.50e+3}`, want: []Header{{"n", "-2.50e+3"}}},
+		{name: "booleans", in: `{"t": true, "f": false}`, want: []Header{{"t", "true"}, {"f", "false"}}},
+		{name: "null left out", in: `{"a": null, "b": "x"}`, want: []Header{{"b", "x"}}},
+		{name: "only nulls", in: `{"a": null}`, want: nil},
+		{name: "nested object", in: `{"a": "x", "ctx": {"b": "c"}}`, wantErr: `has header "ctx" whose value is a JSON object`},
+		{name: "array", in: `{"tags": ["x"]}`, wantErr: `has header "tags" whose value is a JSON array`},
+		{name: "not an object", in: `[]`, wantErr: "is a JSON array, want an object of header values"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseHeaders([]byte(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseHeaders(%s) error = %v, want %q", tt.in, err, tt.wantErr)
+				}
+				var hv *HeaderValueError
+				if strings.Contains(tt.wantErr, "has header") && !errors.As(err, &hv) {
+					t.Fatalf("error %T, want a *HeaderValueError", err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("ParseHeaders(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkParseHeadersMixed reads headers with a number, a boolean and a
+// null beside the strings.
+func BenchmarkParseHeadersMixed(b *testing.B) {
+	v := []byte(`{"trace-id": "4bf92f3577b34da6", "retries": 3, "redelivered": false, "tenant": null}`)
+	b.SetBytes(int64(len(v)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if hs, err := ParseHeaders(v); err != nil || len(hs) != 3 {
 			b.Fatal(hs, err)
 		}
 	}
