@@ -18,11 +18,22 @@ var fieldKeys = [numFields]string{"id", "aggregate_type", "aggregate_id", "event
 // `id=Id,event_type=Topic,payload=Payload,created_at=CreatedAt`. Fields are
 // outboxd's (FieldNames); columns are the table's names exactly as the
 // catalog has them (case-sensitive, never folded), optionally in double
-// quotes, where "" stands for one quote and commas or '=' may appear. The
-// mapping replaces the default one: a field left out is not read. id and
-// payload are required; one column may feed several fields.
+// quotes, where "" stands for one quote and commas, '=' or "->" may appear.
+// payload and headers may read part of a JSON column: a column followed by
+// one or more "->key" (PostgreSQL's -> notation), e.g.
+// `payload=Content->Value,headers=Content->Headers`. A key is written as
+// is, in double quotes like a column, or in single quotes as SQL writes
+// it (where two single quotes stand for one). The mapping replaces the
+// default one: a field left out is not read. id and payload are required;
+// one column may feed several fields.
+//
+// Errors name the mapping, the entry and the fix: an unknown field, one
+// mapped twice, a required one left out, a path on a field that takes
+// none, and any syntax error (an empty name, a trailing comma, an
+// unterminated quote, ->> in place of ->).
 func ParseColumns(s string) (Columns, error) {
 	var names [numFields]string
+	var paths [numFields]JSONPath
 	entries, err := splitMapping(s)
 	if err != nil {
 		return Columns{}, fmt.Errorf("column mapping %q: %w", s, err)
@@ -36,12 +47,31 @@ func ParseColumns(s string) (Columns, error) {
 			return Columns{}, fmt.Errorf("column mapping %q: field %s is mapped twice (to %q and %q): map each field once", s, e.field, names[f], e.column)
 		}
 		names[f] = e.column
+		if len(e.keys) > 0 {
+			if !fieldTakesPath(f) {
+				return Columns{}, fmt.Errorf("column mapping %q: field %s=%s%s: %w", s, e.field, quoteName(e.column), mustPath(e.keys), errNoPath)
+			}
+			if paths[f], err = NewJSONPath(e.keys...); err != nil {
+				return Columns{}, fmt.Errorf("column mapping %q: field %s: %w", s, e.field, err)
+			}
+		}
 	}
 	c := columnsOf(names)
+	c.PayloadPath, c.HeadersPath = paths[fPayload], paths[fHeaders]
 	if err := c.checkRequired(); err != nil {
 		return Columns{}, fmt.Errorf("column mapping %q: %w", s, err)
 	}
 	return c, nil
+}
+
+// mustPath formats keys as a path for an error message, NUL or not.
+func mustPath(keys []string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString("->")
+		b.WriteString(quoteName(k))
+	}
+	return b.String()
 }
 
 // String returns the mapping in ParseColumns' form, quoting a column name
@@ -57,13 +87,35 @@ func (c Columns) String() string {
 		}
 		b.WriteString(fieldKeys[f])
 		b.WriteByte('=')
-		if strings.ContainsAny(col, `,="`) || strings.TrimSpace(col) != col {
-			col = `"` + strings.ReplaceAll(col, `"`, `""`) + `"`
-		}
-		b.WriteString(col)
+		b.WriteString(quoteName(col))
+		b.WriteString(c.path(field(f)).String())
 	}
 	return b.String()
 }
+
+// quoteName writes a column name or a path key as ParseColumns reads it:
+// in double quotes where it must be.
+func quoteName(s string) string {
+	if s == "" || strings.ContainsAny(s, `,="`) || strings.Contains(s, "->") || strings.TrimSpace(s) != s ||
+		s[0] == '\'' || s[0] == '>' {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
+
+// path is a field's JSON path; only payload and headers have one.
+func (c Columns) path(f field) JSONPath {
+	switch f {
+	case fPayload:
+		return c.PayloadPath
+	case fHeaders:
+		return c.HeadersPath
+	}
+	return JSONPath{}
+}
+
+// fieldTakesPath: the fields that may read part of a JSON column.
+func fieldTakesPath(f field) bool { return f == fPayload || f == fHeaders }
 
 // Mapped returns the table column of a field (by its FieldNames name) and
 // whether it is mapped.
@@ -136,10 +188,14 @@ func columnsOf(n [numFields]string) Columns {
 		EventType: n[fEventType], Payload: n[fPayload], Headers: n[fHeaders], CreatedAt: n[fCreatedAt]}
 }
 
-// mappingEntry is one field=column pair of a mapping.
-type mappingEntry struct{ field, column string }
+// mappingEntry is one field=column pair of a mapping, with the keys of
+// its JSON path.
+type mappingEntry struct {
+	field, column string
+	keys          []string
+}
 
-// splitMapping splits "a=b,c=\"D,E\"" into its pairs.
+// splitMapping splits "a=b,c=\"D,E\"->k" into its pairs.
 func splitMapping(s string) ([]mappingEntry, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New("is empty: use field=column pairs, e.g. id=Id,payload=Payload")
@@ -154,11 +210,12 @@ func splitMapping(s string) ([]mappingEntry, error) {
 		if key == "" {
 			return nil, fmt.Errorf("%q has no field name before '='", strings.TrimSpace(rest))
 		}
-		column, after, err := mappingColumn(rest[eq+1:])
+		e, after, err := mappingValue(rest[eq+1:])
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", key, err)
 		}
-		out = append(out, mappingEntry{field: key, column: column})
+		e.field = key
+		out = append(out, e)
 		if after == "" {
 			return out, nil
 		}
@@ -166,56 +223,96 @@ func splitMapping(s string) ([]mappingEntry, error) {
 	}
 }
 
-// mappingColumn reads one column name, plain or quoted, and returns what
-// follows its comma ("" at the end).
-func mappingColumn(s string) (column, rest string, err error) {
+// mappingValue reads a column name, plain or quoted, and the keys of its
+// JSON path, and returns what follows their comma ("" at the end).
+func mappingValue(s string) (e mappingEntry, rest string, err error) {
+	e.column, rest, err = mappingName(s, "column name", "name the table's column, e.g. id=Id")
+	if err != nil {
+		return e, "", err
+	}
+	for {
+		rest = strings.TrimLeft(rest, " ")
+		switch {
+		case rest == "":
+			return e, "", nil
+		case rest[0] == ',':
+			if strings.TrimSpace(rest[1:]) == "" {
+				return e, "", errors.New("trailing comma")
+			}
+			return e, rest[1:], nil
+		case strings.HasPrefix(rest, "->"):
+			var key string
+			if key, rest, err = mappingKey(rest[2:]); err != nil {
+				return e, "", err
+			}
+			e.keys = append(e.keys, key)
+		default:
+			return e, "", fmt.Errorf("unexpected %q after the quoted name", rest[0])
+		}
+	}
+}
+
+// mappingName reads a plain or double-quoted name and returns it with
+// what follows it: a plain name ends at a comma or "->".
+func mappingName(s, what, example string) (name, rest string, err error) {
 	s = strings.TrimLeft(s, " ")
 	if strings.HasPrefix(s, `"`) {
-		var b strings.Builder
-		i := 1
-		for {
-			if i >= len(s) {
-				return "", "", errors.New("unterminated quoted column name")
-			}
-			if s[i] == '"' {
-				if i+1 < len(s) && s[i+1] == '"' {
-					b.WriteByte('"')
-					i += 2
-					continue
-				}
-				break
-			}
-			b.WriteByte(s[i])
-			i++
+		return quotedName(s, '"', what)
+	}
+	end := len(s)
+	if i := strings.IndexByte(s, ','); i >= 0 {
+		end = i
+	}
+	if i := strings.Index(s[:end], "->"); i >= 0 {
+		end = i
+	}
+	name = strings.TrimSpace(s[:end])
+	if name == "" {
+		return "", "", fmt.Errorf("empty %s: %s", what, example)
+	}
+	if strings.ContainsAny(name, `="`) {
+		return "", "", fmt.Errorf("%s %q holds '=' or '\"': quote it, e.g. \"A=B\", or check for a missing comma", what, name)
+	}
+	return name, s[end:], nil
+}
+
+// mappingKey reads the key after "->": plain, in double quotes, or in
+// single quotes as SQL writes it.
+func mappingKey(s string) (key, rest string, err error) {
+	s = strings.TrimLeft(s, " ")
+	switch {
+	case strings.HasPrefix(s, "'"):
+		return quotedName(s, '\'', "JSON path key")
+	case strings.HasPrefix(s, ">"):
+		return "", "", errors.New("->> is not a JSON path step here: use -> (a JSON string at the end of the path gives its content anyway)")
+	}
+	return mappingName(s, "JSON path key", "name the key after ->, e.g. payload=Content->Value")
+}
+
+// quotedName reads a name in quotes q (s starts with one), where two
+// quotes stand for one.
+func quotedName(s string, q byte, what string) (name, rest string, err error) {
+	var b strings.Builder
+	i := 1
+	for {
+		if i >= len(s) {
+			return "", "", fmt.Errorf("unterminated quoted %s", what)
 		}
-		after := strings.TrimLeft(s[i+1:], " ")
-		switch {
-		case after == "":
-		case after[0] == ',':
-			after = after[1:]
-			if strings.TrimSpace(after) == "" {
-				return "", "", errors.New("trailing comma")
+		if s[i] == q {
+			if i+1 < len(s) && s[i+1] == q {
+				b.WriteByte(q)
+				i += 2
+				continue
 			}
-		default:
-			return "", "", fmt.Errorf("unexpected %q after the quoted name", after[0])
+			break
 		}
-		if b.Len() == 0 {
-			return "", "", errors.New("empty column name")
-		}
-		return b.String(), after, nil
+		b.WriteByte(s[i])
+		i++
 	}
-	column, after, found := strings.Cut(s, ",")
-	column = strings.TrimSpace(column)
-	if column == "" {
-		return "", "", errors.New("empty column name: name the table's column, e.g. id=Id")
+	if b.Len() == 0 && what == "column name" {
+		return "", "", errors.New("empty column name")
 	}
-	if strings.ContainsAny(column, `="`) {
-		return "", "", fmt.Errorf("column name %q holds '=' or '\"': quote it, e.g. \"A=B\", or check for a missing comma", column)
-	}
-	if found && strings.TrimSpace(after) == "" {
-		return "", "", errors.New("trailing comma")
-	}
-	return column, after, nil
+	return b.String(), s[i+1:], nil
 }
 
 func containsString(list []string, s string) bool {

@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,30 @@ func TestParseColumns(t *testing.T) {
 		},
 		{name: "one column feeds two fields", in: "id=Id,aggregate_id=Id,payload=p", want: Columns{ID: "Id", AggregateID: "Id", Payload: "p"}},
 		{name: "default mapping", in: DefaultColumns().String(), want: DefaultColumns()},
+		{
+			name: "CAP's Content wrapper",
+			in:   "id=Id,event_type=Name,payload=Content->Value,headers=Content->Headers",
+			want: Columns{ID: "Id", EventType: "Name", Payload: "Content", Headers: "Content", PayloadPath: jsonPath("Value"), HeadersPath: jsonPath("Headers")},
+		},
+		{name: "quoted column with a path", in: `id=Id,payload="Content"->Value`, want: Columns{ID: "Id", Payload: "Content", PayloadPath: jsonPath("Value")}},
+		{name: "spaces around the arrow", in: "id=Id, payload = Content -> Value -> Inner ", want: Columns{ID: "Id", Payload: "Content", PayloadPath: jsonPath("Value", "Inner")}},
+		{
+			name: "quoted keys",
+			in:   `id=Id,payload=C->"a,b"->'it''s'->"->"->''->"say ""hi"""`,
+			want: Columns{ID: "Id", Payload: "C", PayloadPath: jsonPath("a,b", "it's", "->", "", `say "hi"`)},
+		},
+		{name: "a key of digits is a key", in: "id=Id,headers=H->0,payload=P", want: Columns{ID: "Id", Headers: "H", Payload: "P", HeadersPath: jsonPath("0")}},
+		{name: "column name with an arrow, quoted", in: `id=Id,payload="a->b"`, want: Columns{ID: "Id", Payload: "a->b"}},
+
+		{name: "empty key", in: "id=Id,payload=Content->", wantErr: "field payload: empty JSON path key: name the key after ->, e.g. payload=Content->Value"},
+		{name: "empty key before a comma", in: "id=Id,payload=Content->,headers=H", wantErr: "field payload: empty JSON path key"},
+		{name: "double arrow", in: "id=Id,payload=Content->>Value", wantErr: "field payload: ->> is not a JSON path step here: use ->"},
+		{name: "path on id", in: "id=Content->Id,payload=P", wantErr: "field id=Content->Id: a JSON path (->) is supported for payload and headers only: map this field to a column"},
+		{name: "path on event_type", in: "id=Id,event_type=Content->Headers->name,payload=P", wantErr: "field event_type=Content->Headers->name: a JSON path (->) is supported for payload and headers only"},
+		{name: "unterminated single quote", in: "id=Id,payload=Content->'Value", wantErr: "field payload: unterminated quoted JSON path key"},
+		{name: "junk after a quoted key", in: `id=Id,payload=Content->"Value"x`, wantErr: `unexpected 'x' after the quoted name`},
+		{name: "key holding a quote", in: `id=Id,payload=Content->Va"lue`, wantErr: `JSON path key "Va\"lue" holds '=' or '"'`},
+		{name: "key holding a NUL", in: "id=Id,payload=Content->\"a\x00b\"", wantErr: "JSON path key \"a\\x00b\" holds a NUL character"},
 
 		{name: "empty", in: "", wantErr: "is empty"},
 		{name: "unknown field", in: "id=Id,evnt_type=Topic,payload=P", wantErr: `unknown field "evnt_type": use id, aggregate_type, aggregate_id, event_type, payload, headers, created_at`},
@@ -88,8 +113,20 @@ func TestColumnsCheckTable(t *testing.T) {
 			wantErr: `column "payload" does not exist (field payload is mapped to it); the table has "Id", "AggregateType", "Topic", "Payload", "CreatedAt", "Status"`},
 		{name: "wrong type", cols: Columns{ID: "Id", EventType: "Status", Payload: "Payload"}, table: outboxMessage,
 			wantErr: `column "Status" has type integer, but field event_type accepts text or varchar`},
-		{name: "integer id", cols: Columns{ID: "Status", Payload: "Payload"}, table: outboxMessage,
-			wantErr: `column "Status" has type integer, but field id accepts uuid, text or varchar`},
+		{name: "integer id", cols: Columns{ID: "Status", Payload: "Payload"}, table: outboxMessage},
+		{name: "bigint id", cols: Columns{ID: "Seq", Payload: "Payload"}, table: []TableColumn{{Name: "Seq", Type: oidInt8}, {Name: "Payload", Type: oidText}}},
+		{name: "smallint id", cols: Columns{ID: "Seq", Payload: "Payload"}, table: []TableColumn{{Name: "Seq", Type: oidInt2}, {Name: "Payload", Type: oidText}}},
+		{name: "timestamp id", cols: Columns{ID: "CreatedAt", Payload: "Payload"}, table: outboxMessage,
+			wantErr: `column "CreatedAt" has type timestamptz, but field id accepts uuid, text, varchar, smallint, integer or bigint`},
+		{name: "text headers", cols: Columns{ID: "Id", Payload: "Payload", Headers: "Topic"}, table: outboxMessage},
+		{name: "integer headers", cols: Columns{ID: "Id", Payload: "Payload", Headers: "Status"}, table: outboxMessage,
+			wantErr: `column "Status" has type integer, but field headers accepts jsonb, json, text or varchar`},
+		{name: "paths into a text column", cols: withPaths(Columns{ID: "Id", Payload: "Payload", Headers: "Payload"}, "Value", "Headers"), table: outboxMessage},
+		{name: "path into a bytea column", cols: withPaths(Columns{ID: "Id", Payload: "Body"}, "Value", ""),
+			table:   []TableColumn{{Name: "Id", Type: oidText}, {Name: "Body", Type: oidBytea}},
+			wantErr: `column "Body" has type bytea, but field payload with the JSON path ->Value accepts jsonb, json, text or varchar`},
+		{name: "headers path into an integer column", cols: withPaths(Columns{ID: "Id", Payload: "Payload", Headers: "Status"}, "", "h"), table: outboxMessage,
+			wantErr: `column "Status" has type integer, but field headers with the JSON path ->h accepts jsonb, json, text or varchar`},
 		{name: "timestamp payload", cols: Columns{ID: "Id", Payload: "CreatedAt"}, table: outboxMessage,
 			wantErr: `column "CreatedAt" has type timestamptz, but field payload accepts jsonb, json, text, varchar or bytea`},
 		{name: "required field unmapped", cols: Columns{ID: "Id"}, table: outboxMessage, wantErr: "field payload is not mapped"},
@@ -139,5 +176,39 @@ func TestMappedTable(t *testing.T) {
 		if got, ok := ev.Column(name); ok {
 			t.Errorf("Column(%q) = %q, want none (not a column, not a mapped field)", name, got)
 		}
+	}
+}
+
+// jsonPath is NewJSONPath for keys a test knows to be good.
+func jsonPath(keys ...string) JSONPath {
+	p, err := NewJSONPath(keys...)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// withPaths is c with a one-key payload and headers path ("" for none).
+func withPaths(c Columns, payloadKey, headersKey string) Columns {
+	if payloadKey != "" {
+		c.PayloadPath = jsonPath(payloadKey)
+	}
+	if headersKey != "" {
+		c.HeadersPath = jsonPath(headersKey)
+	}
+	return c
+}
+
+func TestJSONPath(t *testing.T) {
+	var zero JSONPath
+	if !zero.IsZero() || zero.Keys() != nil || zero.String() != "" {
+		t.Fatalf("zero JSONPath: IsZero %v, Keys %q, String %q", zero.IsZero(), zero.Keys(), zero.String())
+	}
+	p := jsonPath("Value", "", "a,b")
+	if p.IsZero() || !reflect.DeepEqual(p.Keys(), []string{"Value", "", "a,b"}) || p.String() != `->Value->""->"a,b"` {
+		t.Fatalf("JSONPath: IsZero %v, Keys %q, String %q", p.IsZero(), p.Keys(), p.String())
+	}
+	if p != jsonPath("Value", "", "a,b") || p == jsonPath("Value", "a,b") {
+		t.Fatal("JSONPath compares by its keys")
 	}
 }

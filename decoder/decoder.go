@@ -11,7 +11,8 @@ import (
 
 // Columns names the outbox table's column for each Event field.
 type Columns struct {
-	// ID is the event id column (uuid, text or varchar). Default "id".
+	// ID is the event id column (uuid, text, varchar, smallint, integer or
+	// bigint; an integer id is its decimal text). Default "id".
 	ID string
 	// AggregateType is a text or varchar column; "" means the table has
 	// none. Default "aggregate_type".
@@ -24,12 +25,21 @@ type Columns struct {
 	EventType string
 	// Payload is a jsonb, json, text, varchar or bytea column. Default "payload".
 	Payload string
-	// Headers is a jsonb or json column holding an object of strings;
-	// "" means the table has none. Default "headers".
+	// Headers is a jsonb, json, text or varchar column holding a JSON
+	// object (event.ParseHeaders' rules); "" means the table has none.
+	// Default "headers".
 	Headers string
 	// CreatedAt is a timestamptz or timestamp column; "" means the table has
 	// none. Default "created_at".
 	CreatedAt string
+	// PayloadPath, when set, makes the payload the value at this path in
+	// the Payload column (then jsonb, json, text or varchar holding JSON):
+	// its JSON text, or for a JSON string its content. A row where the
+	// path leads nowhere is a *RowError. Default: the whole column.
+	PayloadPath JSONPath
+	// HeadersPath, when set, reads the headers from the object at this
+	// path in the Headers column. Default: the whole column.
+	HeadersPath JSONPath
 }
 
 // DefaultColumns returns the column names of the outbox table that
@@ -71,6 +81,15 @@ type Config struct {
 	// Envelope, is a *RowError with Message set. Start replication with
 	// messages 'true'. Default "": no message is an event.
 	EnvelopePrefix string
+	// IDPrefix is prepended to every event's ID, from a row or a message
+	// (so also to RowError.EventID): ids of two tables or databases that
+	// publish to one stream then stay apart in its duplicate window.
+	// Default "".
+	IDPrefix string
+	// AllowNullPayload makes a row whose payload column is NULL an Event
+	// with NullPayload set and an empty Payload, for the caller to skip or
+	// publish. Default false: such a row is a *RowError.
+	AllowNullPayload bool
 	// Spool enables pgoutput protocol version 2 with streaming of
 	// in-progress transactions (options proto_version '2', streaming 'on'):
 	// changes sent between Stream Start and Stream Stop go to the Spool's
@@ -154,6 +173,8 @@ type Decoder struct {
 	columns  Columns
 	messages bool
 	envelope string // EnvelopePrefix
+	idPrefix string
+	nullOK   bool // AllowNullPayload
 	spool    *Spool
 
 	rels    map[uint32]*relation
@@ -187,6 +208,9 @@ func New(cfg Config) (*Decoder, error) {
 		if cols[f] == "" && fieldRequired(f) {
 			return nil, fmt.Errorf("decoder config: Columns.%s is empty: set it to the outbox table's column name (default %q)", fieldNames[f], defs[f])
 		}
+		if !cfg.Columns.path(f).IsZero() && cols[f] == "" {
+			return nil, fmt.Errorf("decoder config: Columns.%sPath is set, but Columns.%s is empty: name the column the path reads", fieldNames[f], fieldNames[f])
+		}
 	}
 	if cfg.Spool != nil {
 		if err := cfg.Spool.reset(); err != nil {
@@ -199,6 +223,8 @@ func New(cfg Config) (*Decoder, error) {
 		columns:  cfg.Columns,
 		messages: cfg.Messages,
 		envelope: cfg.EnvelopePrefix,
+		idPrefix: cfg.IDPrefix,
+		nullOK:   cfg.AllowNullPayload,
 		spool:    cfg.Spool,
 		rels:     make(map[uint32]*relation),
 	}, nil

@@ -49,13 +49,23 @@ func fuzzSeeds() map[string][]byte {
 		"message-envelope-nontx": logicalMsg(false, 0x1000, "outbox", testEnvelope),
 		"empty":                  {},
 		"insert-huge-length":     msg{'I'}.u32(outboxRelID).u8('N').u16(7).u8('t').u32(0x7FFFFFFF),
+		"insert-null-payload":    insertMsg(outboxRelID, rowWith(4, null)...),
+		"insert-header-kinds":    insertMsg(outboxRelID, rowWith(5, text(`{"n": 3, "b": true, "z": null, "s": "x"}`))...),
+		"insert-cap":             insertMsg(capRelID, capRow(text(capContent))...),
+		"insert-cap-no-value":    insertMsg(capRelID, capRow(text(`{"Headers": {}, "value": 1}`))...),
+		"insert-cap-not-json":    insertMsg(capRelID, capRow(text(`Value=1`))...),
+		"insert-cap-string":      insertMsg(capRelID, capRow(text(`{"Headers": {"a": 1}, "Value": "{\"x\": \"\\u00e9\"}"}`))...),
+		"insert-cap-null":        insertMsg(capRelID, capRow(null)...),
+		"insert-cap-nested":      insertMsg(capRelID, capRow(text(`{"Headers": {"a": {"b": []}}, "Value": 1}`))...),
+		"relation-cap":           relationMsg(capRelID, "cap", "published", capCols()...),
 		"relation-huge-count":    msg{'R'}.u32(outboxRelID).str("public").str("outbox").u8('d').u16(0xFFFF),
 	}
 }
 
 // fuzzSetup describes the default outbox table, a second outbox-shaped table
 // with a bytea payload under another decoder, and a business table, then
-// opens a transaction; a third decoder also decodes logical messages.
+// opens a transaction; a third decoder also decodes logical messages, and
+// a fifth maps CAP's table.
 func fuzzSetup(tb testing.TB) []*Decoder {
 	byteaCols := outboxCols()
 	byteaCols[4].oid = oidBytea
@@ -66,8 +76,15 @@ func fuzzSetup(tb testing.TB) []*Decoder {
 			relationMsg(outboxRelID+1, "public", "outbox_bin", byteaCols...), otherRelation(), testBegin()),
 		newDecoder(tb, Config{Messages: true}, outboxRelation(), otherRelation(), testBegin()),
 		newDecoder(tb, Config{EnvelopePrefix: "outbox"}, outboxRelation(), testBegin()),
+		// CAP's table: an integer id with a prefix, payload and headers
+		// at JSON paths into a text column, NULL payloads let through.
+		newDecoder(tb, Config{Schema: "cap", Table: "published", Columns: capColumns(tb), IDPrefix: "cap:", AllowNullPayload: true},
+			relationMsg(capRelID, "cap", "published", capCols()...), outboxRelation(), testBegin()),
 	}
 }
+
+// capRelID is the relation id of CAP's table in the fuzz setup.
+const capRelID = outboxRelID + 2
 
 func FuzzDecode(f *testing.F) {
 	for _, seed := range fuzzSeeds() {
@@ -111,6 +128,9 @@ func checkDecodeResult(t *testing.T, ch Change, err error) {
 	}
 	if ch.Event.ID == "" {
 		t.Fatal("Insert with an empty event id")
+	}
+	if ch.Event.NullPayload && ch.Event.Payload != nil {
+		t.Fatalf("NullPayload event with a payload %q", ch.Event.Payload)
 	}
 	if ch.Event.FromMessage {
 		env := event.Envelope{ID: ch.Event.ID, AggregateType: ch.Event.AggregateType, AggregateID: ch.Event.AggregateID,

@@ -1,6 +1,9 @@
 package decoder
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/jackc/pglogrepl"
 
 	"github.com/outboxd/outboxd/event"
@@ -110,12 +113,19 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 		return nil, rowErr(fID, "", "is empty: every event needs an id")
 	}
 	id := vals[fID].val
+	eventID := func() string { return d.idPrefix + string(id) } // only rows in error pay for it
 	if binaryCol >= 0 {
-		return nil, &event.RowError{EventID: string(id), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason,
+		return nil, &event.RowError{EventID: eventID(), Xid: d.tx.Xid, LSN: walStart, Column: rel.cols[binaryCol].name, Reason: binaryReason,
 			Row: d.partialEvent(walStart, rel, tuple, vals), Ordinal: d.events}
 	}
-	if reason := requireText(vals[fPayload]); reason != "" {
-		return nil, rowErr(fPayload, string(id), reason)
+	nullPayload := vals[fPayload].kind == 'n'
+	switch {
+	case nullPayload && !d.nullOK:
+		return nil, rowErr(fPayload, eventID(), nullPayloadReason)
+	case !nullPayload:
+		if reason := requireText(vals[fPayload]); reason != "" {
+			return nil, rowErr(fPayload, eventID(), reason)
+		}
 	}
 	// The optional text fields: unmapped or NULL leaves them empty (their
 	// Outbox-* header is then absent), so a table without them, or with
@@ -125,17 +135,31 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 			continue
 		}
 		if v := vals[f]; v.kind != 'n' && v.kind != 't' {
-			return nil, rowErr(f, string(id), kindReason(v.kind))
+			return nil, rowErr(f, eventID(), kindReason(v.kind))
 		}
 	}
 
-	payload := vals[fPayload].val
-	if rel.cols[rel.fieldCol[fPayload]].typ == oidBytea {
-		p, err := decodeBytea(payload)
-		if err != nil {
-			return nil, rowErr(fPayload, string(id), err.Error())
+	var payload []byte
+	if !nullPayload {
+		payload = vals[fPayload].val
+		switch path := d.columns.PayloadPath; {
+		case rel.cols[rel.fieldCol[fPayload]].typ == oidBytea:
+			p, err := decodeBytea(payload)
+			if err != nil {
+				return nil, rowErr(fPayload, eventID(), err.Error())
+			}
+			payload = p
+		case !path.IsZero():
+			v, err := path.lookup(payload)
+			if err != nil {
+				return nil, rowErr(fPayload, eventID(), err.Error())
+			}
+			if v[0] == '"' {
+				// A JSON document stored in a string: publish the document.
+				v = jsonString(v)
+			}
+			payload = v
 		}
-		payload = p
 	}
 
 	var headers []event.Header
@@ -143,13 +167,13 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 		switch v := vals[fHeaders]; v.kind {
 		case 'n':
 		case 't':
-			h, err := event.ParseHeaders(v.val)
-			if err != nil {
-				return nil, rowErr(fHeaders, string(id), err.Error())
+			h, reason := d.headers(rel, v.val)
+			if reason != "" {
+				return nil, rowErr(fHeaders, eventID(), reason)
 			}
 			headers = h
 		default:
-			return nil, rowErr(fHeaders, string(id), kindReason(v.kind))
+			return nil, rowErr(fHeaders, eventID(), kindReason(v.kind))
 		}
 	}
 
@@ -160,11 +184,11 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 		case 't':
 			t, err := parseTimestamp(v.val)
 			if err != nil {
-				return nil, rowErr(fCreatedAt, string(id), err.Error())
+				return nil, rowErr(fCreatedAt, eventID(), err.Error())
 			}
 			ev.CreatedAt = t
 		default:
-			return nil, rowErr(fCreatedAt, string(id), kindReason(v.kind))
+			return nil, rowErr(fCreatedAt, eventID(), kindReason(v.kind))
 		}
 	}
 
@@ -172,11 +196,11 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	// four, and unlike a string aliasing the message, an ID kept in a
 	// dedupe set does not pin the whole WAL message (payload included).
 	aggType, aggID, evType := vals[fAggregateType].val, vals[fAggregateID].val, vals[fEventType].val
-	d.scratch = append(append(append(append(d.scratch[:0], id...), aggType...), aggID...), evType...)
+	d.scratch = append(append(append(append(append(d.scratch[:0], d.idPrefix...), id...), aggType...), aggID...), evType...)
 	s := string(d.scratch)
 	i := 0
 	next := func(n int) string { v := s[i : i+n]; i += n; return v }
-	ev.ID = next(len(id))
+	ev.ID = next(len(d.idPrefix) + len(id))
 	ev.AggregateType = next(len(aggType))
 	ev.AggregateID = next(len(aggID))
 	ev.EventType = next(len(evType))
@@ -187,14 +211,45 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 	ev.Tx = d.tx
 	ev.LSN = walStart
 	ev.Payload = payload
+	ev.NullPayload = nullPayload
 	ev.Headers = headers
 	return ev, nil
 }
 
+// headers reads the headers column's value v (at Columns.HeadersPath), or
+// says why it cannot be read.
+func (d *Decoder) headers(rel *relation, v []byte) ([]event.Header, string) {
+	path := d.columns.HeadersPath
+	if !path.IsZero() {
+		obj, err := path.lookup(v)
+		if err != nil {
+			return nil, err.Error()
+		}
+		v = obj
+	}
+	h, err := event.ParseHeaders(v)
+	if err == nil {
+		return h, ""
+	}
+	reason := err.Error()
+	if !path.IsZero() {
+		reason = "at the JSON path " + path.String() + " " + reason
+	}
+	var nested *event.HeaderValueError
+	if errors.As(err, &nested) {
+		inner, _ := NewJSONPath(append(path.Keys(), nested.Key)...)
+		reason += fmt.Sprintf("; write header values as strings, numbers or booleans, or, if that %s holds the headers, map headers to it with a JSON path: --columns headers=%s%s",
+			nested.Kind, quoteName(rel.cols[rel.fieldCol[fHeaders]].name), inner)
+	}
+	return nil, reason
+}
+
 // partialEvent is a row that cannot become an Event, as far as it can be
 // read, for its dead letter: each text field that came as text, the
-// headers when they parse, and the payload decoded when it decodes, else
-// exactly as sent. Only rows in error take this slower path.
+// headers when they parse, and the payload column as the row holds it
+// (the whole column, whatever Columns.PayloadPath says, so that nothing
+// of it is lost), bytea decoded when it decodes. Only rows in error take
+// this slower path.
 func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, vals *[numFields]rawValue) *event.Event {
 	text := func(f field) string {
 		if rel.fieldCol[f] < 0 || vals[f].kind != 't' {
@@ -205,6 +260,9 @@ func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []by
 	ev := newRowEvent(rel, tuple)
 	ev.Tx, ev.LSN, ev.ID, ev.AggregateType, ev.AggregateID, ev.EventType = d.tx, walStart, text(fID), text(fAggregateType),
 		text(fAggregateID), text(fEventType)
+	if ev.ID != "" {
+		ev.ID = d.idPrefix + ev.ID
+	}
 	if v := vals[fPayload]; v.kind == 't' || v.kind == 'b' {
 		ev.Payload = v.val
 		if v.kind == 't' && rel.cols[rel.fieldCol[fPayload]].typ == oidBytea {
@@ -214,10 +272,16 @@ func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []by
 		}
 	}
 	if rel.fieldCol[fHeaders] >= 0 && vals[fHeaders].kind == 't' {
-		ev.Headers, _ = event.ParseHeaders(vals[fHeaders].val) // a dead letter without them still has its reason
+		ev.Headers, _ = d.headers(rel, vals[fHeaders].val) // a dead letter without them still has its reason
 	}
 	return ev
 }
+
+// nullPayloadReason is why a NULL payload stops the row unless
+// Config.AllowNullPayload.
+const nullPayloadReason = "is NULL, and --null-payload is stop (the default): make the writer set a payload, " +
+	"or set --null-payload skip to leave such rows out (counted and logged) or --null-payload empty to publish them with an empty body " +
+	"(Debezium writes a NULL payload as a tombstone)"
 
 const binaryReason = "was sent in binary format: outboxd reads text format only; start replication without the binary option"
 

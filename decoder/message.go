@@ -96,7 +96,11 @@ func (d *Decoder) messageEvent(m *LogicalMessage) (Change, error) {
 		d.events++
 	}
 	rowErr := func(column, reason string) *event.RowError {
-		e := &event.RowError{EventID: env.ID, LSN: m.LSN, Column: column, Reason: reason, Message: true, Content: bytes.Clone(m.Content)}
+		id := env.ID
+		if id != "" {
+			id = d.idPrefix + id
+		}
+		e := &event.RowError{EventID: id, LSN: m.LSN, Column: column, Reason: reason, Message: true, Content: bytes.Clone(m.Content)}
 		if m.Transactional {
 			e.Xid, e.Ordinal = d.tx.Xid, d.events
 		}
@@ -114,5 +118,7 @@ func (d *Decoder) messageEvent(m *LogicalMessage) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	return Change{Kind: Insert, Tx: d.tx, Event: env.Event(d.tx, m.LSN)}, nil
+	ev := env.Event(d.tx, m.LSN)
+	ev.ID = d.idPrefix + ev.ID
+	return Change{Kind: Insert, Tx: d.tx, Event: ev}, nil
 }

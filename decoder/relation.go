@@ -36,6 +36,9 @@ func fieldColumns(c Columns) [numFields]string {
 // Type OIDs of the built-in types outboxd reads.
 const (
 	oidBytea       = 17
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
 	oidText        = 25
 	oidJSON        = 114
 	oidTimestamp   = 1114
@@ -45,15 +48,28 @@ const (
 	oidJSONB       = 3802
 )
 
-// fieldTypes lists the column types each field accepts.
+// fieldTypes lists the column types each field accepts. Integer ids come
+// as their decimal text, which is what the message id becomes.
 var fieldTypes = [numFields][]uint32{
-	fID:            {oidUUID, oidText, oidVarchar},
+	fID:            {oidUUID, oidText, oidVarchar, oidInt2, oidInt4, oidInt8},
 	fAggregateType: {oidText, oidVarchar},
 	fAggregateID:   {oidText, oidVarchar},
 	fEventType:     {oidText, oidVarchar},
 	fPayload:       {oidJSONB, oidJSON, oidText, oidVarchar, oidBytea},
-	fHeaders:       {oidJSONB, oidJSON},
+	fHeaders:       {oidJSONB, oidJSON, oidText, oidVarchar},
 	fCreatedAt:     {oidTimestamptz, oidTimestamp},
+}
+
+// jsonTypes are the column types a JSON path reads: those that hold JSON
+// text (text and varchar must hold valid JSON in each row).
+var jsonTypes = []uint32{oidJSONB, oidJSON, oidText, oidVarchar}
+
+// acceptedTypes is what field f accepts under mapping c.
+func acceptedTypes(c Columns, f field) (types []uint32, what string) {
+	if p := c.path(f); !p.IsZero() {
+		return jsonTypes, fmt.Sprintf("field %s with the JSON path %s", fieldKeys[f], p)
+	}
+	return fieldTypes[f], "field " + fieldKeys[f]
 }
 
 // typeName names common built-in types in schema errors; pgoutput sends only
@@ -68,11 +84,11 @@ func typeName(oid uint32) string {
 		return "char"
 	case 19:
 		return "name"
-	case 20:
+	case oidInt8:
 		return "bigint"
-	case 21:
+	case oidInt2:
 		return "smallint"
-	case 23:
+	case oidInt4:
 		return "integer"
 	case oidText:
 		return "text"
@@ -269,10 +285,10 @@ func checkMapping(table string, c Columns, cols []TableColumn) ([numFields]int, 
 				Reason: fmt.Sprintf("does not exist (field %s is mapped to it); the table has %s: map %s to one of those (names are case-sensitive), or add the column (a publication column list must include it)",
 					fieldKeys[f], strings.Join(have, ", "), fieldKeys[f])}
 		}
-		if !typeIn(cols[i].Type, fieldTypes[f]) {
+		if types, what := acceptedTypes(c, f); !typeIn(cols[i].Type, types) {
 			return fieldCol, &SchemaError{Table: table, Column: names[f],
-				Reason: fmt.Sprintf("has type %s, but field %s accepts %s: change the column's type or map %s to another column",
-					typeName(cols[i].Type), fieldKeys[f], typeList(fieldTypes[f]), fieldKeys[f])}
+				Reason: fmt.Sprintf("has type %s, but %s accepts %s: change the column's type or map %s to another column",
+					typeName(cols[i].Type), what, typeList(types), fieldKeys[f])}
 		}
 		fieldCol[f] = i
 	}

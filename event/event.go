@@ -33,7 +33,8 @@ type Event struct {
 	// LSN is the WAL position of the Insert message that carried the row.
 	// Many rows can share one LSN: never deduplicate by it.
 	LSN pglogrepl.LSN
-	// ID is the event id (the row's id column, text form); it becomes Nats-Msg-Id.
+	// ID is the event id (the row's id column, text form, or the
+	// message's id) after the decoder's IDPrefix; it becomes Nats-Msg-Id.
 	ID string
 	// AggregateType is the aggregate_type column, e.g. "order"; empty when
 	// NULL or not mapped.
@@ -45,8 +46,10 @@ type Event struct {
 	// NULL or not mapped.
 	EventType string
 	// Payload is the payload column's bytes exactly as the server sent them
-	// (bytea columns are decoded from hex to raw bytes). Except for bytea it
-	// aliases the message passed to Decoder.Decode.
+	// (bytea columns are decoded from hex to raw bytes), or the value at
+	// the mapping's JSON path. Except for bytea and an unescaped JSON
+	// string it aliases the message passed to Decoder.Decode. Nil when
+	// NullPayload.
 	Payload []byte
 	// Headers holds the pairs of the headers column (a JSON object of
 	// strings) in the order sent; nil when the column is NULL, not mapped or
@@ -58,6 +61,10 @@ type Event struct {
 	// FromMessage is true for an event carried by a logical decoding
 	// message (an Envelope) rather than an outbox row.
 	FromMessage bool
+	// NullPayload is true for a row whose payload column is NULL, which
+	// the decoder lets through only when asked to (a Debezium tombstone,
+	// say): it is published with an empty body, or skipped.
+	NullPayload bool
 	// Row reads the row's other columns by name (the decoder's, aliasing
 	// the message); nil for an event from a logical message.
 	Row Columns
