@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/replication"
 )
@@ -14,8 +16,9 @@ import (
 // the catalog, before the first Relation message: --columns by the
 // decoder's rules (a *decoder.SchemaError naming the column, its type and
 // what the field accepts), then every --subject placeholder, which must
-// name a column or a mapped field. Both would otherwise stop outboxd only
-// at the first row.
+// name a column or a mapped field, then that no column outboxd reads is a
+// generated one the stream leaves out. Each would otherwise stop outboxd
+// only at the first row.
 func (c Config) checkColumns(have []replication.Column) error {
 	cols := make([]decoder.TableColumn, len(have))
 	names := make([]string, len(have))
@@ -41,6 +44,44 @@ func (c Config) checkColumns(have []replication.Column) error {
 			Object:  fmt.Sprintf("--subject %q", c.Subject),
 			Problem: problem,
 			Fix:     "name one of its columns in the placeholder (exact case, e.g. {Topic}), or map the field in --columns",
+		}
+	}
+	return c.checkGenerated(have)
+}
+
+// checkGenerated refuses a mapped or placeholder column that is generated
+// and that pgoutput will not send (replication.Column.Unsent): PostgreSQL
+// 15-17 never send generated columns, so the first row would lack it and
+// stop outboxd with a column that seems not to exist.
+func (c Config) checkGenerated(have []replication.Column) error {
+	for _, col := range have {
+		if col.Unsent == "" {
+			continue
+		}
+		var reads []string
+		for _, f := range decoder.FieldNames {
+			if mapped, ok := c.Columns.Mapped(f); ok && mapped == col.Name {
+				reads = append(reads, "--columns "+f+"="+col.Name)
+			}
+		}
+		// A placeholder naming a column the stream leaves out reads the
+		// field of that name instead, when one is mapped.
+		if _, field := c.Columns.Mapped(col.Name); !field && slices.Contains(c.Subject.Columns(), col.Name) {
+			reads = append(reads, fmt.Sprintf("--subject placeholder {%s}", col.Name))
+		}
+		if len(reads) == 0 {
+			continue // not read: the stream may leave it out
+		}
+		kind := "a generated column"
+		if col.Generated == 'v' {
+			kind = "a virtual generated column"
+		}
+		return &replication.PreflightError{
+			Object: fmt.Sprintf("column %q of table %s", col.Name, c.Table),
+			Problem: fmt.Sprintf("is %s, which outboxd reads (%s) but the replication stream does not carry: %s",
+				kind, strings.Join(reads, ", "), col.Unsent),
+			Fix: fmt.Sprintf("read a plain column instead, filled by the writer or by a BEFORE INSERT trigger; or, on PostgreSQL 18 with a STORED generated column, ALTER PUBLICATION %s SET (publish_generated_columns = stored)",
+				pgx.Identifier{c.Publication}.Sanitize()),
 		}
 	}
 	return nil

@@ -152,8 +152,10 @@ func BeginSnapshotRead(ctx context.Context, connString, snapshot string, q Snaps
 }
 
 // readColumns reads what the stream carries of the table: the columns
-// pgoutput sends (not generated ones, and on PostgreSQL 15+ only those
-// of the publication's column list) and the publication's row filter.
+// pgoutput sends (on PostgreSQL 15+ those pg_publication_tables lists,
+// its column list; no generated ones before 18, and from 18 on the stored
+// ones publish_generated_columns or the column list names) and the
+// publication's row filter.
 func (r *SnapshotRead) readColumns(ctx context.Context) error {
 	res := r.conn.ExecParams(ctx, `SELECT attname, attgenerated <> '' FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
@@ -169,7 +171,12 @@ func (r *SnapshotRead) readColumns(ctx context.Context) error {
 	for _, row := range res.Rows {
 		name := string(row[0])
 		r.tableColumns = append(r.tableColumns, name)
-		if string(row[1]) == "f" && (listed == nil || listed[name]) {
+		generated := string(row[1]) == "t"
+		sent := !generated
+		if listed != nil {
+			sent = listed[name] && (!generated || serverMajor(r.conn) >= 18)
+		}
+		if sent {
 			selected = append(selected, pgx.Identifier{name}.Sanitize())
 		}
 	}

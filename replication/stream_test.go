@@ -25,8 +25,11 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.MainLeakChecked(m)) }
 
 // outboxColumns is the migrated outbox table as the catalog lists it.
-var outboxColumns = []Column{{"id", 2950}, {"aggregate_type", 25}, {"aggregate_id", 25}, {"event_type", 25},
-	{"payload", 3802}, {"headers", 3802}, {"created_at", 1184}}
+var outboxColumns = []Column{
+	{Name: "id", Type: 2950}, {Name: "aggregate_type", Type: 25}, {Name: "aggregate_id", Type: 25},
+	{Name: "event_type", Type: 25}, {Name: "payload", Type: 3802}, {Name: "headers", Type: 3802},
+	{Name: "created_at", Type: 1184},
+}
 
 // checkOutboxColumns is a PreflightConfig.CheckColumns that wants the
 // migrated table's columns, in order, with their types.
