@@ -13,7 +13,8 @@ import (
 	"github.com/outboxd/outboxd/internal/testenv/natstest"
 )
 
-const defaultTemplate = "outbox.{aggregate_type}.{event_type}"
+// defaultTemplate is relay.DefaultSubject, outboxd's default template.
+const defaultTemplate = "outbox.{aggregate_type}.{event_type|tokens}"
 
 func testCtx(t testing.TB) context.Context {
 	t.Helper()
@@ -139,7 +140,9 @@ func TestEnsureStreamNotCovering(t *testing.T) {
 		{name: "too narrow", subjects: []string{"outbox.order.*"}, template: defaultTemplate, wantErr: true},
 		{name: "too short", subjects: []string{"outbox.*"}, template: defaultTemplate, wantErr: true},
 		{name: "literal template not captured", subjects: []string{"outbox.a"}, template: "outbox.b", wantErr: true},
-		{name: "exact filter", subjects: []string{"outbox.*.*"}, template: defaultTemplate},
+		{name: "one token per placeholder", subjects: []string{"outbox.*.*"}, template: defaultTemplate, wantErr: true},
+		{name: "exact filter", subjects: []string{"outbox.*.>"}, template: defaultTemplate},
+		{name: "exact filter of one token per placeholder", subjects: []string{"outbox.*.*"}, template: "outbox.{aggregate_type}.{event_type}"},
 		{name: "one of several", subjects: []string{"events.>", "outbox.>"}, template: defaultTemplate},
 		{name: "wildcard token", subjects: []string{"outbox.*.>"}, template: "outbox.{tenant}.{event_type}.v1"},
 	}
