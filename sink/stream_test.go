@@ -101,6 +101,92 @@ func TestEnsureStreamCreateLiteralTemplate(t *testing.T) {
 	}
 }
 
+// TestEnsureStreamCreateDeadLetter: a stream --create-stream makes also
+// captures the --dead-letter subject when neither its own subjects nor
+// another stream do, so that CheckDeadLetter then finds it.
+func TestEnsureStreamCreateDeadLetter(t *testing.T) {
+	tests := []struct {
+		name       string
+		template   string
+		deadLetter string
+		other      []string // subjects of a stream DEAD made first, if any
+		want       []string // the created stream's subjects
+		wantDead   string   // the stream CheckDeadLetter finds
+	}{
+		{name: "fixed subject", template: "outbox.events", deadLetter: "outbox.dead",
+			want: []string{"outbox.events", "outbox.dead"}, wantDead: "OUTBOX"},
+		{name: "single token", template: "outbox", deadLetter: "outbox-dead",
+			want: []string{"outbox", "outbox-dead"}, wantDead: "OUTBOX"},
+		{name: "template captures it", template: defaultTemplate, deadLetter: "outbox.dead-letter",
+			want: []string{"outbox.>"}, wantDead: "OUTBOX"},
+		{name: "template does not capture it", template: defaultTemplate, deadLetter: "dead.outbox",
+			want: []string{"outbox.>", "dead.outbox"}, wantDead: "OUTBOX"},
+		{name: "another stream captures it", template: "outbox.events", deadLetter: "outbox.dead", other: []string{"outbox.dead"},
+			want: []string{"outbox.events"}, wantDead: "DEAD"},
+		{name: "another stream captures it by wildcard", template: "outbox.events", deadLetter: "dead.outbox", other: []string{"dead.>"},
+			want: []string{"outbox.events"}, wantDead: "DEAD"},
+		{name: "no dead letter", template: "outbox.events", want: []string{"outbox.events"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			js := natstest.Start(t).JetStream(t)
+			if tt.other != nil {
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEAD", Subjects: tt.other, Storage: jetstream.FileStorage}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tmpl := testTemplate(t, tt.template)
+			// Twice: the second run (a restart) finds the stream made by the first.
+			for range 2 {
+				warnings, err := EnsureStream(ctx, js, "OUTBOX", tmpl, true, WithDeadLetter(tt.deadLetter))
+				if err != nil || len(warnings) != 0 {
+					t.Fatalf("EnsureStream = %q, %v; want no warnings and no error", warnings, err)
+				}
+			}
+			stream, err := js.Stream(ctx, "OUTBOX")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stream.CachedInfo().Config.Subjects; !slices.Equal(got, tt.want) {
+				t.Errorf("subjects = %q, want %q", got, tt.want)
+			}
+			if tt.deadLetter == "" {
+				return
+			}
+			if got, err := CheckDeadLetter(ctx, js, tt.deadLetter); err != nil || got != tt.wantDead {
+				t.Errorf("CheckDeadLetter = %q, %v; want stream %q", got, err, tt.wantDead)
+			}
+			// What a stored dead letter needs: the stream takes a message on it.
+			if _, err := js.Publish(ctx, tt.deadLetter, []byte("dead")); err != nil {
+				t.Errorf("publish to the dead-letter subject: %v", err)
+			}
+		})
+	}
+}
+
+// TestEnsureStreamMissingDeadLetter: without --create-stream, the command
+// the error suggests makes the stream --create-stream would, dead-letter
+// subject included; a dead-letter subject that is not plain is refused
+// before any stream is made.
+func TestEnsureStreamMissingDeadLetter(t *testing.T) {
+	ctx := testCtx(t)
+	js := natstest.Start(t).JetStream(t)
+	tmpl := testTemplate(t, "outbox.events")
+	_, err := EnsureStream(ctx, js, "OUTBOX", tmpl, false, WithDeadLetter("outbox.dead"))
+	if want := "nats stream add OUTBOX --subjects 'outbox.events' --subjects 'outbox.dead' --storage file"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("EnsureStream without create = %v, want the fix %q", err, want)
+	}
+	_, err = EnsureStream(ctx, js, "OUTBOX", tmpl, true, WithDeadLetter("dead.*"))
+	var serr *StreamError
+	if !errors.As(err, &serr) || !strings.Contains(serr.Problem, `cannot use subject "dead.*"`) {
+		t.Errorf("EnsureStream with --dead-letter dead.* = %v, want a *StreamError about the subject", err)
+	}
+	if _, err := js.Stream(ctx, "OUTBOX"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("stream after a refused dead-letter subject: %v, want ErrStreamNotFound", err)
+	}
+}
+
 func TestEnsureStreamCannotCreate(t *testing.T) {
 	ctx := testCtx(t)
 	js := natstest.Start(t).JetStream(t)
