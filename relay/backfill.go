@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +40,13 @@ type BackfillConfig struct {
 	// recovery of a slot that can no longer be read (a dropped
 	// publication), see publicationDropped.
 	Since time.Time
+	// OrderBy (order-by) are the columns, exact names, whose order the
+	// rows are published in; default created_at then id, by the columns
+	// --columns maps them to (id alone when created_at is not mapped).
+	// Rows of one transaction share created_at when it defaults to now(),
+	// so a column that counts inserts (MassTransit's "SequenceNumber",
+	// Watermill's "offset") is what keeps their insert order.
+	OrderBy []string
 	// Progress receives the progress bar or lines (stderr); Terminal
 	// draws a bar instead of lines.
 	Progress io.Writer
@@ -45,7 +54,8 @@ type BackfillConfig struct {
 }
 
 // Validate checks the relay's settings and the rows': a table to read,
-// a predicate, and created_at to select rows by Since.
+// a predicate, created_at to select rows by Since, and order columns
+// named once each. That they are columns of the table is checked at start.
 func (cfg BackfillConfig) Validate() error {
 	if err := cfg.Config.Validate(); err != nil {
 		return err
@@ -59,6 +69,14 @@ func (cfg BackfillConfig) Validate() error {
 	}
 	if strings.TrimSpace(cfg.Where) == "" {
 		return errors.New(`--where is empty: give the predicate of the rows the old relay has not sent, e.g. --where '"ProcessedAt" IS NULL', or --where true for every row`)
+	}
+	for i, col := range cfg.OrderBy {
+		if col == "" {
+			return fmt.Errorf("--order-by %q names an empty column: give column names separated by commas, e.g. --order-by SequenceNumber", strings.Join(cfg.OrderBy, ","))
+		}
+		if slices.Contains(cfg.OrderBy[:i], col) {
+			return fmt.Errorf("--order-by %q names column %q twice: name each column once", strings.Join(cfg.OrderBy, ","), col)
+		}
 	}
 	return nil
 }
@@ -172,6 +190,9 @@ func checkBackfillTargets(ctx context.Context, cfg BackfillConfig, js jetstream.
 	if err != nil {
 		return err
 	}
+	if err := checkOrderBy(ctx, cfg); err != nil {
+		return err
+	}
 	if slot.Exists {
 		return slotExistsError(cfg.Slot)
 	}
@@ -241,7 +262,7 @@ func publishSnapshot(ctx context.Context, cfg BackfillConfig, js jetstream.JetSt
 	if err != nil {
 		return nil, err
 	}
-	log.Info().Int64("rows", total).Str("where", cfg.Where).Str("publication_row_filter", read.RowFilter()).
+	log.Info().Int64("rows", total).Str("where", cfg.Where).Strs("order_by", cfg.orderBy()).Str("publication_row_filter", read.RowFilter()).
 		Msg("publishing the snapshot's rows")
 	// --publish-mode is resolved as run resolves it.
 	fast, err := fastPublishing(ctx, cfg.Config, js, log)
@@ -268,17 +289,62 @@ func publishSnapshot(ctx context.Context, cfg BackfillConfig, js jetstream.JetSt
 	return progress, read.Commit(ctx)
 }
 
-// snapshotQuery selects the predicate's rows in (created_at, id) order,
-// by the columns --columns maps them to (id alone when created_at is not
-// mapped): the order the old relay most likely used, stable across runs.
+// snapshotQuery selects the predicate's rows in --order-by order, by
+// default in (created_at, id) order, by the columns --columns maps them
+// to (id alone when created_at is not mapped): the order the old relay
+// most likely used, stable across runs.
 func (cfg BackfillConfig) snapshotQuery() replication.SnapshotQuery {
-	cols := cfg.Columns
-	var order []string
-	if cols.CreatedAt != "" {
-		order = append(order, cols.CreatedAt)
+	return replication.SnapshotQuery{Table: cfg.Table, Where: cfg.Where, OrderBy: cfg.orderBy(), Publication: cfg.Publication}
+}
+
+// orderBy is --order-by, or its default.
+func (cfg BackfillConfig) orderBy() []string {
+	if len(cfg.OrderBy) > 0 {
+		return cfg.OrderBy
 	}
-	order = append(order, cols.ID)
-	return replication.SnapshotQuery{Table: cfg.Table, Where: cfg.Where, OrderBy: order, Publication: cfg.Publication}
+	var order []string
+	if cfg.Columns.CreatedAt != "" {
+		order = append(order, cfg.Columns.CreatedAt)
+	}
+	return append(order, cfg.Columns.ID)
+}
+
+// checkOrderBy checks, against the catalog and before the slot exists,
+// that every --order-by column is a column of the table. The names are
+// exact: SQL would fold an unquoted SequenceNumber to sequencenumber, and
+// quote them as identifiers in ORDER BY.
+func checkOrderBy(ctx context.Context, cfg BackfillConfig) error {
+	if len(cfg.OrderBy) == 0 {
+		return nil
+	}
+	conn, err := ConnectPostgres(ctx, cfg.PGURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	have, err := replication.TableColumns(ctx, conn, cfg.Table)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(have))
+	for i, c := range have {
+		names[i] = strconv.Quote(c.Name)
+	}
+	for _, col := range cfg.OrderBy {
+		if slices.ContainsFunc(have, func(c replication.Column) bool { return c.Name == col }) {
+			continue
+		}
+		fix := "name columns of the table, separated by commas, exact case as the catalog has them (e.g. --order-by SequenceNumber)"
+		if i := slices.IndexFunc(have, func(c replication.Column) bool { return strings.EqualFold(c.Name, col) }); i >= 0 {
+			fix = fmt.Sprintf("write it as the catalog has it: %s (names are exact and case-sensitive)", have[i].Name)
+		}
+		return &replication.PreflightError{
+			Object:  fmt.Sprintf("--order-by %q", strings.Join(cfg.OrderBy, ",")),
+			Problem: fmt.Sprintf("names %q, which is no column of table %s (it has %s)", col, cfg.Table, strings.Join(names, ", ")),
+			Fix:     fix,
+		}
+	}
+	return nil
 }
 
 // snapshotReader maps the read's rows to events with the decoder that run

@@ -22,7 +22,7 @@ var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-int
 	"retention", "retention-batch", "retention-pause", "retention-wait"}
 
 func newBackfillCommand() *cobra.Command {
-	var where, since string
+	var where, since, orderBy string
 	cmd := &cobra.Command{
 		Use:   "backfill --where PREDICATE | --since TIME",
 		Short: "Create the slot and publish the rows an old relay has not sent, from the slot's snapshot",
@@ -40,7 +40,10 @@ the stream does not hold yet, reading the ids the stream holds since TIME first:
 the recovery from a slot that can no longer be read, as the error that stops
 outboxd run then says (a dropped publication). --where then narrows it further.
 
-Rows go out in (created_at, id) order. backfill fails if the slot exists (its
+Rows go out in (created_at, id) order, or in the order of the columns given to
+--order-by: rows of one transaction share created_at when it defaults to now(),
+so give a column that counts inserts (MassTransit's SequenceNumber, Watermill's
+offset) to keep their insert order. backfill fails if the slot exists (its
 snapshot is gone) or a checkpoint for it exists. On any failure after creating
 the slot it drops the slot again, so it can simply be run again. It exits when
 every row is acknowledged; then start outboxd run with the same settings.
@@ -50,9 +53,16 @@ intervals).`,
 	}
 	cmd.Flags().StringVar(&where, "where", "", `SQL predicate on the outbox table selecting the rows to publish, e.g. '"ProcessedAt" IS NULL' or '"Status" = 0' (runs read-only in the snapshot)`)
 	cmd.Flags().StringVar(&since, "since", "", `publish the rows created since this time (RFC 3339, e.g. 2026-12-05T14:00:00Z, by the created_at column) that the stream does not hold yet`)
+	cmd.Flags().StringVar(&orderBy, "order-by", "", `columns whose order the rows are published in, comma-separated, exact names (e.g. SequenceNumber, or created_at,offset); none: the columns created_at and id are mapped to`)
 	withRunSettings(cmd, func(cmd *cobra.Command, run runConfig) error {
 		cfg, err := backfillConfig(run, where, since)
 		if err != nil {
+			return err
+		}
+		if cfg.OrderBy, err = parseOrderBy(orderBy); err != nil {
+			return err
+		}
+		if err := cfg.Validate(); err != nil {
 			return err
 		}
 		log, _ := newLogger(run.LogLevel)
@@ -119,4 +129,58 @@ func backfillConfig(run runConfig, where, since string) (relay.BackfillConfig, e
 		}
 	}
 	return cfg, cfg.Validate()
+}
+
+// parseOrderBy reads --order-by: column names separated by commas, exact
+// (case-sensitive, no SQL quoting); as in --columns, a name holding a
+// comma or a quote is written in double quotes, "" standing for one quote.
+// Empty means the default order.
+func parseOrderBy(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var cols []string
+	for rest := s; ; {
+		rest = strings.TrimLeft(rest, " ")
+		var col string
+		if strings.HasPrefix(rest, `"`) {
+			var b strings.Builder
+			i := 1
+			for ; ; i++ {
+				if i >= len(rest) {
+					return nil, fmt.Errorf("--order-by %q: unterminated quoted column name", s)
+				}
+				if rest[i] == '"' {
+					if i+1 < len(rest) && rest[i+1] == '"' {
+						b.WriteByte('"')
+						i++
+						continue
+					}
+					break
+				}
+				b.WriteByte(rest[i])
+			}
+			col, rest = b.String(), strings.TrimLeft(rest[i+1:], " ")
+			if rest != "" && rest[0] != ',' {
+				return nil, fmt.Errorf("--order-by %q: unexpected %q after the quoted name %q", s, rest[0], col)
+			}
+		} else {
+			end := strings.IndexByte(rest, ',')
+			if end < 0 {
+				end = len(rest)
+			}
+			col, rest = strings.TrimRight(rest[:end], " "), rest[end:]
+			if strings.Contains(col, `"`) {
+				return nil, fmt.Errorf("--order-by %q: column name %q holds a quote: quote the whole name, e.g. \"My\"\"Col\"", s, col)
+			}
+		}
+		if col == "" {
+			return nil, fmt.Errorf("--order-by %q names an empty column: give column names separated by commas, e.g. --order-by SequenceNumber", s)
+		}
+		cols = append(cols, col)
+		if rest == "" {
+			return cols, nil
+		}
+		rest = rest[1:] // the comma
+	}
 }
