@@ -278,7 +278,7 @@ func publishSnapshot(ctx context.Context, cfg BackfillConfig, js jetstream.JetSt
 	items := make(chan sink.Item, channelSize)
 	g.Go(func() error {
 		defer close(items)
-		return sendRows(gctx, read, rows, cfg.DeadLetter != "", published, progress, items)
+		return sendRows(gctx, read, rows, cfg.DeadLetter != "", cfg.skipNullPayload(log), published, progress, items)
 	})
 	g.Go(func() error { return publisher.Run(gctx, items, progress) })
 	err = g.Wait()
@@ -350,7 +350,7 @@ func checkOrderBy(ctx context.Context, cfg BackfillConfig) error {
 // snapshotReader maps the read's rows to events with the decoder that run
 // uses, configured the same way.
 func (cfg BackfillConfig) snapshotReader(read *replication.SnapshotRead, tx event.TxInfo) (*decoder.SnapshotReader, error) {
-	dec, err := decoder.New(decoder.Config{Schema: cfg.Table.Schema, Table: cfg.Table.Name, Columns: cfg.Columns})
+	dec, err := decoder.New(cfg.decoderConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -376,11 +376,24 @@ func checkSnapshotRead(ctx context.Context, cfg BackfillConfig) error {
 	return read.Check(ctx)
 }
 
+// skipNullPayload is what backfill does with a row --null-payload skip
+// leaves out (log it, as run does), or nil under the other policies.
+func (cfg BackfillConfig) skipNullPayload(log zerolog.Logger) func(*event.Event) {
+	if cfg.NullPayload != NullPayloadSkip {
+		return nil
+	}
+	return func(ev *event.Event) {
+		log.Warn().Str("event_id", ev.ID).Msg("row with a NULL payload not published (--null-payload skip)")
+	}
+}
+
 // sendRows reads the selected rows and hands each on as an event (or, with
 // a dead-letter subject, a row that cannot be one as a dead letter). A row
-// whose id is in published is left out and counted held by progress.
+// whose id is in published is left out and counted held by progress; one
+// with a NULL payload under --null-payload skip goes to skipNull and
+// counts as done.
 func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder.SnapshotReader, deadLetters bool,
-	published map[string]struct{}, progress *backfillProgress, items chan<- sink.Item) error {
+	skipNull func(*event.Event), published map[string]struct{}, progress *backfillProgress, items chan<- sink.Item) error {
 	var seq uint64
 	return read.Rows(ctx, func(values [][]byte) error {
 		var item sink.Item
@@ -389,6 +402,9 @@ func sendRows(ctx context.Context, read *replication.SnapshotRead, rows *decoder
 		switch {
 		case err == nil && inSet(published, ev.ID):
 			return progress.leftOut()
+		case err == nil && ev.NullPayload && skipNull != nil:
+			skipNull(ev)
+			return progress.Ack(0)
 		case err == nil:
 			ev.Headers = append(ev.Headers, event.Header{Key: headerBackfill, Value: "true"})
 			item.Event = ev

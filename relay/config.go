@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -22,6 +23,28 @@ const (
 	PublishFast  PublishMode = "fast"  // JetStream fast-ingest batches; refuse to start without them
 	PublishAsync PublishMode = "async" // one PublishAsync and PubAck per message
 )
+
+// NullPayload is what the relay does with a row whose payload column is
+// NULL.
+type NullPayload string
+
+// The NULL payload policies.
+const (
+	// NullPayloadStop: the row cannot be published; it goes to the
+	// dead-letter subject, or stops the relay with an error naming it.
+	NullPayloadStop NullPayload = "stop"
+	// NullPayloadSkip: the row is not published; it is counted
+	// (outboxd_null_payloads_skipped_total) and logged at warn level, and
+	// its position is confirmed with its transaction's.
+	NullPayloadSkip NullPayload = "skip"
+	// NullPayloadEmpty: the row is published with an empty body and the
+	// header Outbox-Null-Payload: true (Debezium's tombstones).
+	NullPayloadEmpty NullPayload = "empty"
+)
+
+// maxIDPrefix bounds --id-prefix: it is part of every Nats-Msg-Id, which
+// retention's estimate of a dead letter's size allows some room for.
+const maxIDPrefix = 64
 
 // Config is one relay's settings, parsed. The zero value is not usable:
 // start from DefaultConfig. Each field names the key that sets it: the
@@ -44,6 +67,15 @@ type Config struct {
 	Messages bool
 	// Columns (columns) maps outboxd's fields to the table's columns.
 	Columns decoder.Columns
+	// IDPrefix (id-prefix, default "", up to 64 bytes without white space
+	// or control characters) is put before every message id: Nats-Msg-Id,
+	// and the id in dead letters, errors and logs. Integer ids of two
+	// tables or databases that publish to one stream then stay apart in
+	// its duplicate window.
+	IDPrefix string
+	// NullPayload (null-payload, default stop; "" means stop) is what a
+	// row whose payload column is NULL becomes.
+	NullPayload NullPayload
 	// Stream (stream, default OUTBOX) is the JetStream stream published to.
 	Stream string
 	// Subject (subject) is the subject template.
@@ -139,6 +171,7 @@ func DefaultConfig() Config {
 		Table:              replication.Table{Schema: "public", Name: "outbox"},
 		Messages:           true,
 		Columns:            decoder.DefaultColumns(),
+		NullPayload:        NullPayloadStop,
 		Stream:             "OUTBOX",
 		Subject:            defaultTemplate(),
 		Checkpoint:         checkpoint.Location{Kind: "kv", Bucket: "outboxd"},
@@ -155,6 +188,14 @@ func DefaultConfig() Config {
 		},
 		PGStreaming: true,
 	}
+}
+
+// decoderConfig configures a decoder for the relay's table, mapping, id
+// prefix and NULL payload policy; run and backfill decode alike, so a row
+// backfilled and the same row streamed become the same message.
+func (c Config) decoderConfig() decoder.Config {
+	return decoder.Config{Schema: c.Table.Schema, Table: c.Table.Name, Columns: c.Columns, IDPrefix: c.IDPrefix,
+		AllowNullPayload: c.NullPayload == NullPayloadSkip || c.NullPayload == NullPayloadEmpty}
 }
 
 // messagesOnly reports whether the relay reads no table, only logical
@@ -175,6 +216,14 @@ func (c Config) Validate() error {
 	}
 	if err := replication.ValidSlotName(c.Slot); err != nil {
 		return fmt.Errorf("--slot: %w", err)
+	}
+	switch c.NullPayload {
+	case "", NullPayloadStop, NullPayloadSkip, NullPayloadEmpty:
+	default:
+		return fmt.Errorf("--null-payload %q is not a policy: use %s, %s or %s", c.NullPayload, NullPayloadStop, NullPayloadSkip, NullPayloadEmpty)
+	}
+	if i := strings.IndexFunc(c.IDPrefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 || len(c.IDPrefix) > maxIDPrefix {
+		return fmt.Errorf("--id-prefix %q is not a usable prefix: use up to %d bytes without white space or control characters, e.g. sales-db1:", c.IDPrefix, maxIDPrefix)
 	}
 	// The publisher holds the range of its window: its error names the
 	// setting as a key, which a flag spells with two dashes.

@@ -56,6 +56,15 @@ func TestConfigValidate(t *testing.T) {
 		{"retention-wait", func(c *Config) { withRetention(c); c.Retention.Wait = 2 * time.Hour }, "--retention-wait 2h0m0s is out of range"},
 		{"created-at-zone", func(c *Config) { withRetention(c); c.Retention.CreatedAtZone = " " }, "--created-at-zone is empty"},
 		{"retention off ignores its ranges", func(c *Config) { c.Retention.Batch = 0 }, ""},
+		{"null-payload skip", func(c *Config) { c.NullPayload = NullPayloadSkip }, ""},
+		{"null-payload empty", func(c *Config) { c.NullPayload = NullPayloadEmpty }, ""},
+		{"null-payload unset is stop", func(c *Config) { c.NullPayload = "" }, ""},
+		{"null-payload unknown", func(c *Config) { c.NullPayload = "drop" }, `--null-payload "drop" is not a policy: use stop, skip or empty`},
+		{"id-prefix", func(c *Config) { c.IDPrefix = "sales-db1:" }, ""},
+		{"id-prefix 64 bytes", func(c *Config) { c.IDPrefix = strings.Repeat("p", 64) }, ""},
+		{"id-prefix too long", func(c *Config) { c.IDPrefix = strings.Repeat("p", 65) }, "--id-prefix \"ppp"},
+		{"id-prefix with a space", func(c *Config) { c.IDPrefix = "db 1:" }, `--id-prefix "db 1:" is not a usable prefix: use up to 64 bytes without white space or control characters`},
+		{"id-prefix with a line break", func(c *Config) { c.IDPrefix = "db1\r\nNats-Msg-Id: x" }, "--id-prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

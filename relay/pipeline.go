@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/event"
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -45,6 +46,8 @@ type pipeline struct {
 	from            pglogrepl.LSN
 	checked         atomic.Bool
 	deadLetters     bool // rows that cannot be published go to a dead-letter subject
+	skipNull        bool // --null-payload skip: rows with a NULL payload are not published
+	metrics         *telemetry.Metrics
 	heartbeat       *heartbeat
 	retention       *retention
 	shutdownTimeout time.Duration
@@ -289,6 +292,10 @@ func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan
 		if p.skipping {
 			return nil
 		}
+		if change.Event.NullPayload && p.skipNull {
+			p.skipNullPayload(change.Event)
+			return nil
+		}
 		item := sink.Item{Seq: p.tracker.Add(), Event: change.Event}
 		select {
 		case items <- item:
@@ -309,4 +316,18 @@ func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan
 		}
 	}
 	return nil
+}
+
+// skipNullPayload counts and logs a row --null-payload skip leaves out.
+// It is never added to the tracker, so it holds nothing back: its
+// transaction's end is confirmed once the transaction's other events are
+// acknowledged, like any transaction's (invariant 1); and it is not
+// skipped silently (invariant 4): the policy is the user's, and each row
+// is logged and counted.
+func (p *pipeline) skipNullPayload(ev *event.Event) {
+	if p.metrics != nil {
+		p.metrics.NullPayloadSkipped()
+	}
+	p.log.Warn().Str("event_id", ev.ID).Uint32("xid", ev.Tx.Xid).Str("lsn", ev.LSN.String()).
+		Msg("row with a NULL payload not published (--null-payload skip)")
 }

@@ -77,7 +77,8 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 			stream.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the setup error is the one to report
 		}
 	}()
-	decCfg := decoder.Config{Schema: cfg.Table.Schema, Table: cfg.Table.Name, Columns: cfg.Columns, Messages: true}
+	decCfg := cfg.decoderConfig()
+	decCfg.Messages = true
 	if cfg.Messages {
 		decCfg.EnvelopePrefix = outbox.MessagePrefix
 	}
@@ -130,7 +131,8 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	}
 	p := &pipeline{stream: stream, decoder: dec, tracker: tracker, publish: publish, checkpointer: ckpt,
 		skipBefore: start.LSN, committedBy: start.CommittedBy, restored: start.Restored, from: start.From,
-		deadLetters: cfg.DeadLetter != "", shutdownTimeout: cfg.ShutdownTimeout, log: log}
+		deadLetters: cfg.DeadLetter != "", skipNull: cfg.NullPayload == NullPayloadSkip, metrics: env.Metrics,
+		shutdownTimeout: cfg.ShutdownTimeout, log: log}
 	p.checked.Store(start.From >= start.LSN)
 	if cfg.Retention.On {
 		p.retention = newRetention(cfg, kept, p.confirmable, env.Metrics, log)

@@ -25,6 +25,10 @@ const (
 	HeaderLSN           = "Outbox-Lsn" // the transaction's commit LSN
 	HeaderXid           = "Outbox-Xid"
 	HeaderCommitTime    = "Outbox-Commit-Time" // RFC 3339, UTC, nanoseconds
+	// HeaderNullPayload is "true" on the message of a row whose payload
+	// column is NULL, published with an empty body (--null-payload
+	// empty): it tells such a row from one with an empty payload.
+	HeaderNullPayload = "Outbox-Null-Payload"
 )
 
 // txFields are the header values every event of one transaction shares,
@@ -112,6 +116,7 @@ func (p *Publisher) deadLetter(ev *event.Event, dead *event.RowError) *nats.Msg 
 		setField(h, HeaderAggregateID, headerValue(ev.AggregateID))
 		setField(h, HeaderEventType, headerValue(ev.EventType))
 		h[HeaderCommitTime] = []string{ev.Tx.CommitTime.UTC().Format(time.RFC3339Nano)}
+		setField(h, HeaderNullPayload, nullPayload(ev))
 		body = ev.Payload
 	} else if dead.Content != nil {
 		// A message that is not a valid envelope: its content exists
@@ -142,6 +147,15 @@ func setField(h nats.Header, key, value string) {
 		return
 	}
 	h[key] = []string{value}
+}
+
+// nullPayload is HeaderNullPayload's value for ev: "true", or "" for no
+// header.
+func nullPayload(ev *event.Event) string {
+	if ev.NullPayload {
+		return "true"
+	}
+	return ""
 }
 
 // fieldValues hands out one-value header slices from one backing array, so
@@ -201,6 +215,7 @@ func (p *Publisher) message(ev *event.Event) (*nats.Msg, error) {
 	h[jetstream.ExpectedStreamHeader] = vals.one(p.cfg.Stream)
 	for _, f := range [...]struct{ key, value string }{
 		{HeaderAggregateType, ev.AggregateType}, {HeaderAggregateID, ev.AggregateID}, {HeaderEventType, ev.EventType},
+		{HeaderNullPayload, nullPayload(ev)},
 	} {
 		if f.value == "" {
 			delete(h, f.key) // a row's own header of that name must not stand in

@@ -50,6 +50,7 @@ type Metrics struct {
 	standby       prometheus.Gauge
 	active        prometheus.Gauge
 	retentionRows prometheus.Counter
+	nullSkipped   prometheus.Counter
 
 	progress atomic.Pointer[Progress]
 	// The last values of a detached session, shown until the next attaches.
@@ -94,6 +95,8 @@ func NewMetrics(stream string) *Metrics {
 		"1 while this outboxd holds the slot and streams (the active relay), 0 otherwise; alert when no instance has it.")
 	m.retentionRows = f.counter("outboxd_retention_deleted_rows_total",
 		"Confirmed rows --retention deleted from the outbox table.")
+	m.nullSkipped = f.counter("outboxd_null_payloads_skipped_total",
+		"Rows with a NULL payload that --null-payload skip left unpublished.")
 	f.gaugeFunc("outboxd_in_flight_messages", "Messages published but not yet acknowledged.", func() float64 {
 		if p := m.progress.Load(); p != nil {
 			return float64((*p).InFlight())
@@ -165,6 +168,9 @@ func (m *Metrics) Reconnected(target string) { m.reconnects.WithLabelValues(targ
 
 // RetentionDeleted counts rows --retention deleted.
 func (m *Metrics) RetentionDeleted(rows int64) { m.retentionRows.Add(float64(rows)) }
+
+// NullPayloadSkipped counts a row --null-payload skip left unpublished.
+func (m *Metrics) NullPayloadSkipped() { m.nullSkipped.Inc() }
 
 // SetSlotWAL records the slot's lag and retained WAL, in bytes.
 func (m *Metrics) SetSlotWAL(lag, retained int64) {
