@@ -41,6 +41,8 @@ type runConfig struct {
 	Table           string
 	Messages        bool
 	Columns         string
+	IDPrefix        string
+	NullPayload     string
 	Subject         string
 	Checkpoint      string
 	CreateStream    bool
@@ -112,6 +114,7 @@ func defaultRunConfig() runConfig {
 		Table:           d.Table.Schema + "." + d.Table.Name,
 		Messages:        d.Messages,
 		Columns:         d.Columns.String(),
+		NullPayload:     string(d.NullPayload),
 		Subject:         relay.DefaultSubject,
 		Checkpoint:      d.Checkpoint.String(),
 		MaxInFlight:     d.MaxInFlight,
@@ -153,7 +156,9 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Table, "table", c.Table, "outbox table, schema.table (quote mixed-case names: '\"Sales\".\"Outbox\"'); empty: no table, only logical-message events (needs --messages)")
 	fs.BoolVar(&c.Messages, "messages", c.Messages, "publish the events emitted as transactional logical decoding messages with prefix 'outbox' (outbox_emit_message, the Go outbox package's message mode); --messages=false leaves them alone")
 	fs.StringVar(&c.Columns, "columns", c.Columns, "outboxd's fields mapped to the table's columns, field=column,... (fields: "+strings.Join(decoder.FieldNames, ", ")+
-		"; id and payload are required, a field left out is not read; column names are exact and case-sensitive)")
+		"; id and payload are required, a field left out is not read; column names are exact and case-sensitive; payload and headers may read part of a JSON column: payload=Content->Value,headers=Content->Headers)")
+	fs.StringVar(&c.IDPrefix, "id-prefix", c.IDPrefix, "put this before every message id (Nats-Msg-Id, and the id in dead letters, errors and logs), so that the ids of two tables or databases publishing to one stream, integer ids say, stay apart in its duplicate window (e.g. sales-db1:)")
+	fs.StringVar(&c.NullPayload, "null-payload", c.NullPayload, "what a row whose payload is NULL becomes: stop (a row that cannot be published: --dead-letter, else outboxd stops), skip (not published; counted and logged), empty (published with an empty body and Outbox-Null-Payload: true, e.g. Debezium's tombstones)")
 	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {name} is replaced by the row's value of that column, or of the field mapped by --columns (e.g. {event_type})")
 	fs.StringVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "where the LSN checkpoint is kept: kv:BUCKET (NATS KV bucket, key = slot name) or file:PATH")
 	fs.StringVar(&c.DeadLetter, "dead-letter", c.DeadLetter, "subject for rows that can never be published (too large, bad subject value, bad headers); a stream must capture it; off by default: such a row stops outboxd")
@@ -247,6 +252,7 @@ func (c *runConfig) parseRelay() error {
 		ReadLinger: c.ReadLinger, StatusInterval: c.StatusInterval, CheckpointInterval: c.CheckpointEvery,
 		ShutdownTimeout: c.ShutdownTimeout, StandbyRetry: c.StandbyRetry, Heartbeat: c.Heartbeat,
 		PGStreaming: c.PGStreaming, SpoolDir: c.SpoolDir, NATSMonitorURL: c.NATSMonitorURL, LogPayloads: c.LogPayloads,
+		IDPrefix: c.IDPrefix, NullPayload: relay.NullPayload(c.NullPayload),
 		Retention: relay.Retention{Batch: c.RetentionBatch, Pause: c.RetentionPause, Wait: c.RetentionWait, CreatedAtZone: c.CreatedAtZone},
 	}
 	var err error

@@ -17,6 +17,7 @@ import (
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/internal/cliconfig"
 	"github.com/outboxd/outboxd/internal/version"
+	"github.com/outboxd/outboxd/relay"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -271,6 +272,12 @@ func TestPrecedence(t *testing.T) {
 			func(c runConfig) any { return c.relay.Columns }, decoder.Columns{ID: "Id", EventType: "TypeName", Payload: "Content"}},
 		{"columns flag over env", []string{"--columns", "id=Id,payload=Payload"}, map[string]string{"OUTBOXD_COLUMNS": "id=x,payload=y"},
 			func(c runConfig) any { return c.relay.Columns }, decoder.Columns{ID: "Id", Payload: "Payload"}},
+		{"columns with JSON paths", []string{"--columns", `id=Id,payload="Content"->Value,headers=Content->Headers`}, nil,
+			func(c runConfig) any { return c.relay.Columns.String() }, "id=Id,payload=Content->Value,headers=Content->Headers"},
+		{"id-prefix default", nil, nil, func(c runConfig) any { return c.relay.IDPrefix }, ""},
+		{"id-prefix env", nil, map[string]string{"OUTBOXD_ID_PREFIX": "db1:"}, func(c runConfig) any { return c.relay.IDPrefix }, "db1:"},
+		{"null-payload default", nil, nil, func(c runConfig) any { return c.relay.NullPayload }, relay.NullPayloadStop},
+		{"null-payload flag", []string{"--null-payload", "empty"}, nil, func(c runConfig) any { return c.relay.NullPayload }, relay.NullPayloadEmpty},
 		{"checkpoint env is parsed", nil, map[string]string{"OUTBOXD_CHECKPOINT": "file:/tmp/x/../ckpt"},
 			func(c runConfig) any { return c.relay.Checkpoint.Kind + "|" + c.relay.Checkpoint.Path }, "file|/tmp/ckpt"},
 		{"nats-url list with spaces", []string{"--nats-url", "nats://a:4222, nats://b:4222"}, nil,
@@ -301,6 +308,14 @@ var badRunInput = []struct {
 		wantErr: []string{"--columns", `unknown field "kind"`, "event_type"}},
 	{name: "columns env without id", env: map[string]string{"OUTBOXD_COLUMNS": "payload=P"},
 		wantErr: []string{"--columns", "field id is not mapped"}},
+	{name: "columns path on id", args: []string{"--columns", "id=Content->Id,payload=P"},
+		wantErr: []string{"--columns", "field id=Content->Id", "supported for payload and headers only"}},
+	{name: "columns ->>", args: []string{"--columns", "id=Id,payload=Content->>Value"},
+		wantErr: []string{"--columns", "->> is not a JSON path step here: use ->"}},
+	{name: "null-payload unknown", args: []string{"--null-payload", "drop"},
+		wantErr: []string{`--null-payload "drop" is not a policy: use stop, skip or empty`}},
+	{name: "id-prefix with a space", env: map[string]string{"OUTBOXD_ID_PREFIX": "db 1"},
+		wantErr: []string{"OUTBOXD_ID_PREFIX", `--id-prefix "db 1"`, "without white space"}},
 	{name: "env duration", env: map[string]string{"OUTBOXD_SHUTDOWN_TIMEOUT": "abc"},
 		wantErr: []string{"OUTBOXD_SHUTDOWN_TIMEOUT", `"abc"`, "--shutdown-timeout"}},
 	{name: "env bool", env: map[string]string{"OUTBOXD_CREATE_STREAM": "maybe"},
