@@ -206,6 +206,9 @@ func (p *Publisher) message(ev *event.Event) (*nats.Msg, error) {
 		if len(kv.Key) >= 5 && strings.EqualFold(kv.Key[:5], "Nats-") {
 			continue
 		}
+		if kv.Key == HeaderNullPayload {
+			continue // outboxd's own, set below for a NULL payload only
+		}
 		if err := event.CheckHeader(kv.Key, kv.Value); err != nil {
 			return nil, rowErr("headers", "has "+err.Error())
 		}
@@ -215,13 +218,15 @@ func (p *Publisher) message(ev *event.Event) (*nats.Msg, error) {
 	h[jetstream.ExpectedStreamHeader] = vals.one(p.cfg.Stream)
 	for _, f := range [...]struct{ key, value string }{
 		{HeaderAggregateType, ev.AggregateType}, {HeaderAggregateID, ev.AggregateID}, {HeaderEventType, ev.EventType},
-		{HeaderNullPayload, nullPayload(ev)},
 	} {
 		if f.value == "" {
 			delete(h, f.key) // a row's own header of that name must not stand in
 			continue
 		}
 		h[f.key] = vals.one(f.value)
+	}
+	if ev.NullPayload {
+		h[HeaderNullPayload] = vals.one("true")
 	}
 	tx := p.lastTx.fields(ev.Tx)
 	h[HeaderLSN] = vals.one(tx.lsn)
