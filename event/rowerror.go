@@ -9,7 +9,9 @@ import (
 
 // RowError reports one outbox row that cannot become an event: a required
 // column is NULL, the id is empty, a value was not sent in text form, the
-// headers are not a JSON object of strings, or created_at does not parse.
+// headers are not a JSON object of header values (ParseHeaders), a JSON
+// path of the mapping leads nowhere in the row, or created_at does not
+// parse.
 // The row is still well-formed protocol; the caller decides whether to stop
 // or dead-letter it, but must not skip it silently.
 //
@@ -17,7 +19,8 @@ import (
 // that cannot become an event: its content is not a valid Envelope, or it
 // was emitted non-transactionally. Message is true then.
 type RowError struct {
-	// EventID is the row's id, or "" when the id itself is the problem.
+	// EventID is the row's id (after the decoder's IDPrefix, as the
+	// message id would be), or "" when the id itself is the problem.
 	EventID string
 	// Xid is the transaction the row was committed in.
 	Xid uint32
