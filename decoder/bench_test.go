@@ -114,3 +114,19 @@ func BenchmarkSpoolAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkDecodeInsertPaths decodes a row of CAP's table: payload and
+// headers at JSON paths into one text column.
+func BenchmarkDecodeInsertPaths(b *testing.B) {
+	cfg := Config{Schema: "cap", Table: "published", Columns: capColumns(b)}
+	d := newDecoder(b, cfg, relationMsg(outboxRelID, "cap", "published", capCols()...), testBegin())
+	data := insertMsg(outboxRelID, capRow(text(capContent))...)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ch, err := d.Decode(rowLSN, data)
+		if err != nil || ch.Event == nil {
+			b.Fatal(ch, err)
+		}
+	}
+}

@@ -60,7 +60,9 @@ func (p JSONPath) String() string {
 
 // lookup returns the JSON text of the value at p in doc (whitespace
 // around it trimmed), aliasing doc. Its errors say why the path leads
-// nowhere and follow `column "x"` in a RowError.
+// nowhere and follow `column "x"` in a RowError. A row that matches costs
+// no allocation: keys are compared in place, and the text of an error is
+// only made for a row that does not.
 func (p JSONPath) lookup(doc []byte) ([]byte, error) {
 	if !json.Valid(doc) {
 		return nil, fmt.Errorf("is not valid JSON, so the JSON path %s cannot be read: map the field to the column itself, or make the writer store JSON", p)
@@ -68,56 +70,93 @@ func (p JSONPath) lookup(doc []byte) ([]byte, error) {
 	w := jsonText{b: doc}
 	w.space()
 	start := w.i
-	var at strings.Builder // the path followed so far, for errors
-	for _, key := range p.Keys() {
+	for rest := p.keys; rest != ""; {
+		end := strings.IndexByte(rest, 0)
+		key := rest[:end]
+		// The path followed so far, for errors.
+		at := JSONPath{keys: p.keys[:len(p.keys)-len(rest)]}
+		rest = rest[end+1:]
 		if c := w.b[start]; c != '{' {
 			where := "the column holds"
-			if at.Len() > 0 {
+			if !at.IsZero() {
 				where = "at " + at.String() + " is"
 			}
 			return nil, fmt.Errorf("does not match the JSON path %s: %s a JSON %s, not an object, so it has no key %q; fix the path in --columns (keys are case-sensitive)",
 				p, where, jsonKind(c), key)
 		}
-		found, keys, n := -1, []string(nil), 0
+		found := -1
 		w.i = start + 1
 		w.space()
 		for w.peek() == '"' {
-			k := w.str()
+			keyStart := w.i
+			w.skipString()
+			raw := w.b[keyStart:w.i]
 			w.space()
 			w.i++ // ':'
 			w.space()
-			valStart := w.i
-			w.skip()
-			if k == key {
-				found = valStart
-			} else if n < 10 {
-				keys = append(keys, strconv.Quote(k))
+			if keyIs(raw, key) {
+				found = w.i // the last of a repeated key counts
 			}
-			n++
+			w.skip()
 			w.space()
 			if w.peek() == ',' {
 				w.i++
 				w.space()
 			}
 		}
-		at.WriteString("->")
-		at.WriteString(quoteName(key))
 		if found < 0 {
-			have := "no keys"
-			if len(keys) > 0 {
-				have = "keys " + strings.Join(keys, ", ")
-				if n > len(keys) {
-					have += ", …"
-				}
-			}
 			return nil, fmt.Errorf("does not match the JSON path %s: there is no key %q (the object has %s); fix the path in --columns (keys are case-sensitive)",
-				p, key, have)
+				p, key, objectKeys(doc, start))
 		}
 		start = found
 	}
 	w.i = start
 	w.skip()
 	return doc[start:w.i], nil
+}
+
+// keyIs reports whether the JSON string raw (quotes included) is key.
+func keyIs(raw []byte, key string) bool {
+	if len(raw) < 2 {
+		return false
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner) == key
+	}
+	return string(jsonString(raw)) == key
+}
+
+// objectKeys names the first keys of the object at doc[start], for an
+// error: "keys "a", "b"", or "no keys".
+func objectKeys(doc []byte, start int) string {
+	const most = 10
+	var keys []string
+	n := 0
+	w := jsonText{b: doc, i: start + 1}
+	w.space()
+	for w.peek() == '"' {
+		k := w.str()
+		if n < most {
+			keys = append(keys, strconv.Quote(k))
+		}
+		n++
+		w.space()
+		w.i++ // ':'
+		w.space()
+		w.skip()
+		w.space()
+		if w.peek() == ',' {
+			w.i++
+			w.space()
+		}
+	}
+	switch {
+	case n == 0:
+		return "no keys"
+	case n > most:
+		return "keys " + strings.Join(keys, ", ") + ", …"
+	}
+	return "keys " + strings.Join(keys, ", ")
 }
 
 // jsonString returns the content of a JSON string value (its text starts

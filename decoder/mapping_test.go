@@ -212,6 +212,12 @@ func TestDecodeMappingErrors(t *testing.T) {
 			wantReason: []string{"is not valid JSON, so the JSON path ->Value cannot be read", "map the field to the column itself, or make the writer store JSON"},
 		},
 		{
+			name: "many keys: the first ten named", cfg: onPayload("Value"),
+			row:    rowWith(4, text(`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10}`)),
+			wantID: testID, wantColumn: "payload", wantPayload: `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10}`,
+			wantReason: []string{`(the object has keys "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", …)`},
+		},
+		{
 			name: "path into an empty object", cfg: onPayload("Value"), row: rowWith(4, text(`{}`)),
 			wantID: testID, wantColumn: "payload", wantPayload: `{}`,
 			wantReason: []string{`there is no key "Value" (the object has no keys)`},
