@@ -78,7 +78,9 @@ type Config struct {
 	NullPayload NullPayload
 	// Stream (stream, default OUTBOX) is the JetStream stream published to.
 	Stream string
-	// Subject (subject) is the subject template.
+	// Subject (subject, default DefaultSubject) is the subject template:
+	// {column} placeholders, each with optional transforms
+	// ({TypeName|first(,)|last(.)}); see sink.ParseTemplate.
 	Subject *sink.Template
 	// Checkpoint (checkpoint, default kv:outboxd) is where the LSN
 	// checkpoint is kept.
@@ -158,8 +160,13 @@ type Retention struct {
 	CreatedAtZone string
 }
 
-// DefaultSubject is the default subject template.
-const DefaultSubject = "outbox.{aggregate_type}.{event_type}"
+// DefaultSubject is the default subject template. An event type may hold
+// dots, as in the examples of outbox_emit and package outbox
+// ('order.created'): |tokens publishes it as several subject tokens
+// (outbox.order.order.created) instead of stopping the relay at the row.
+// Its filter is outbox.*.>; the stream --create-stream makes captures
+// outbox.>.
+const DefaultSubject = "outbox.{aggregate_type}.{event_type|tokens}"
 
 // DefaultConfig is the relay's defaults; the caller sets at least the
 // connection and the mapping it does not take as they are.

@@ -163,7 +163,7 @@ func TestRunContractFlags(t *testing.T) {
 		{"publication", "OUTBOXD_PUBLICATION", `"outboxd"`},
 		{"table", "OUTBOXD_TABLE", `"public.outbox"`},
 		{"columns", "OUTBOXD_COLUMNS", `"id=id,aggregate_type=aggregate_type,aggregate_id=aggregate_id,event_type=event_type,payload=payload,headers=headers,created_at=created_at"`},
-		{"subject", "OUTBOXD_SUBJECT", `"outbox.{aggregate_type}.{event_type}"`},
+		{"subject", "OUTBOXD_SUBJECT", `"outbox.{aggregate_type}.{event_type|tokens}"`},
 		{"checkpoint", "OUTBOXD_CHECKPOINT", `"kv:outboxd"`},
 		{"create-stream", "OUTBOXD_CREATE_STREAM", ""},
 		{"messages", "OUTBOXD_MESSAGES", "true"},
@@ -191,7 +191,7 @@ func TestRunContractFlags(t *testing.T) {
 	want := defaultRunConfig()
 	if cfg.PGURL != want.PGURL || cfg.NATSURL != want.NATSURL || cfg.Stream != "OUTBOX" || cfg.Slot != "outboxd" ||
 		cfg.Publication != "outboxd" || cfg.Table != "public.outbox" ||
-		cfg.Subject != "outbox.{aggregate_type}.{event_type}" || cfg.Checkpoint != "kv:outboxd" || cfg.CreateStream {
+		cfg.Subject != "outbox.{aggregate_type}.{event_type|tokens}" || cfg.Checkpoint != "kv:outboxd" || cfg.CreateStream {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if !cfg.Messages {

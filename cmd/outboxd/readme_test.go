@@ -159,7 +159,7 @@ func flagTable(flags []*pflag.Flag) string {
 		}
 		def := "none"
 		if f.DefValue != "" {
-			def = "`" + f.DefValue + "`"
+			def = "`" + strings.ReplaceAll(f.DefValue, "|", `\|`) + "`"
 		}
 		usage := strings.TrimSuffix(f.Usage, fmt.Sprintf(" (env %s)", cliconfig.EnvName(f.Name)))
 		usage = strings.ReplaceAll(usage, "|", `\|`)
