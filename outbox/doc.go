@@ -9,6 +9,10 @@
 //	})
 //	// ... tx.Commit(ctx): the event exists exactly when the change does.
 //
+// With outboxd's default subject template,
+// outbox.{aggregate_type}.{event_type|tokens}, this event is published on
+// outbox.order.order.created.
+//
 // Every event is checked before anything is written, with the rules outboxd
 // applies when it publishes (non-empty type fields, valid JSON payload,
 // header names and values a NATS message can carry), so a bad event fails

@@ -23,6 +23,8 @@ type Event struct {
 	// AggregateID identifies the entity, e.g. "42". Required.
 	AggregateID string
 	// EventType names what happened, e.g. "order.created". Required.
+	// outboxd's default subject template publishes a dotted type as
+	// several subject tokens: outbox.order.order.created.
 	EventType string
 	// Payload is the message body: any JSON value, as text. Required.
 	Payload json.RawMessage
