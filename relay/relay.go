@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/decoder"
 	"github.com/outboxd/outboxd/event"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/relay/natsconn"
 	"github.com/outboxd/outboxd/replication"
 	"github.com/outboxd/outboxd/sink"
 )
@@ -73,7 +74,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 			env.Metrics.Reconnected(telemetry.TargetReplication)
 		}
 		started := time.Now()
-		err := runSession(ctx, cfg, env, &warned)
+		err := natsconn.Explain(nc, runSession(ctx, cfg, env, &warned))
 		switch {
 		case err == nil:
 			log.Info().Msg("stopped")

@@ -109,6 +109,8 @@ func Redact(err error, a Auth) string {
 // reconnects for ever, and retries a first connection in the background
 // (the server may not be up yet) unless it was refused for credentials or
 // TLS, which retrying cannot fix. onReconnect runs after each reconnect.
+// While it is down, requests and publishes fail at once; Explain turns
+// their error into one that names the server and why it cannot be reached.
 func Connect(url string, a Auth, log zerolog.Logger, onReconnect func()) (*nats.Conn, error) {
 	log = log.With().Str("component", "nats").Logger()
 	auth, err := Options(a)
@@ -121,6 +123,8 @@ func Connect(url string, a Auth, log zerolog.Logger, onReconnect func()) (*nats.
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		// Remembers why the server cannot be reached, for Explain.
+		nats.SetCustomDialer(newDialer()),
 		// Publishes fail at once while reconnecting instead of waiting in a
 		// buffer that would be flushed ahead of the republished window.
 		nats.ReconnectBufSize(-1),
