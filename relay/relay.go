@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,10 +53,11 @@ func Permanent(err error) bool {
 
 // Run runs relay sessions until ctx is done; a clean stop returns nil. A
 // session that fails with a transient error (connection lost, server
-// restarting) is retried with capped exponential backoff, one that finds
-// the slot held by another process stands by; state changes are logged
-// once, not every attempt. An error that retrying cannot fix (Permanent)
-// is returned.
+// restarting) is retried with capped exponential backoff (retryWait),
+// each retry logged with its cause, attempt and wait (retries.failed says
+// when a long outage logs less); one that finds the slot held by another
+// process stands by, which is logged once. An error that retrying cannot
+// fix (Permanent) is returned.
 func Run(ctx context.Context, cfg Config, env Env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -65,9 +67,8 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	stopping := context.AfterFunc(ctx, func() { env.Health.Set(telemetry.Stopping, "asked to stop") })
 	defer stopping()
 
-	const minBackoff, maxBackoff = 200 * time.Millisecond, 10 * time.Second
-	backoff := minBackoff
-	var lastErr string
+	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	var failures retries
 	standingBy, warned, retrying := false, false, false
 	for {
 		if retrying {
@@ -84,7 +85,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 		case Permanent(err):
 			return err
 		}
-		wait := backoff
+		var wait time.Duration
 		if errors.Is(err, replication.ErrSlotActive) {
 			// Another outboxd streams from the slot: stand by and take
 			// over as soon as PostgreSQL lets it go.
@@ -92,21 +93,18 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 				log.Info().Str("slot", cfg.Slot).Dur("retry_every", cfg.StandbyRetry).
 					Msg("replication slot is active in another process (SQLSTATE 55006); standing by")
 				env.Health.Set(telemetry.Standby, fmt.Sprintf("replication slot %q is active in another process; retrying every %s", cfg.Slot, cfg.StandbyRetry))
-				standingBy, lastErr = true, ""
 			}
-			wait, retrying = cfg.StandbyRetry, false
+			standingBy, retrying, failures = true, false, retries{}
+			wait = cfg.StandbyRetry
 		} else {
-			if time.Since(started) > time.Minute {
-				backoff = minBackoff // it ran for a while: this is a new outage
-			}
-			if err.Error() != lastErr {
-				log.Warn().Err(err).Dur("retry_in", backoff).Msg("session interrupted; retrying")
-				lastErr = err.Error()
+			now := time.Now()
+			attempt, logIt := failures.failed(err, now.Sub(started), now)
+			wait = retryWait(attempt, rnd)
+			if logIt {
+				log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("session interrupted; retrying")
 			}
 			env.Health.Set(telemetry.Retrying, err.Error())
 			standingBy, retrying = false, true
-			wait = backoff
-			backoff = min(backoff*2, maxBackoff)
 		}
 		select {
 		case <-ctx.Done():
@@ -114,6 +112,65 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// The reconnect backoff (docs/operations.md, "Failures that are retried").
+const (
+	minBackoff    = 200 * time.Millisecond // the first retry's longest wait
+	maxBackoff    = 10 * time.Second       // the cap
+	backoffFactor = 2                      // from one retry to the next
+	// newOutageAfter is how long a session must run for its failure to
+	// count as a new outage: the backoff starts again from minBackoff.
+	newOutageAfter = time.Minute
+	// logAtLeastEvery is how often a retry with the same error is logged
+	// once the backoff is at its cap.
+	logAtLeastEvery = time.Minute
+)
+
+// backoffCeiling is the longest wait before retry attempt n (1 for the
+// first): minBackoff × backoffFactor^(n-1), capped at maxBackoff.
+func backoffCeiling(attempt int) time.Duration {
+	ceiling := minBackoff
+	for i := 1; i < attempt && ceiling < maxBackoff; i++ {
+		ceiling *= backoffFactor
+	}
+	return min(ceiling, maxBackoff)
+}
+
+// retryWait is the wait before retry attempt n, with "equal jitter": a
+// random time, in whole milliseconds, from half of backoffCeiling(n) to
+// all of it. Several outboxd that lost one server spread their retries,
+// yet none retries at once. rnd is the randomness; tests seed their own.
+func retryWait(attempt int, rnd *rand.Rand) time.Duration {
+	ceiling := backoffCeiling(attempt).Milliseconds()
+	half := ceiling / 2
+	return time.Duration(half+rnd.Int64N(ceiling-half+1)) * time.Millisecond
+}
+
+// retries counts the sessions that failed in a row and decides which
+// failures are logged: every one until the backoff reaches its cap, then
+// one whose error differs from the last logged, and otherwise one per
+// logAtLeastEvery, so that a long outage neither floods the log nor goes
+// quiet.
+type retries struct {
+	attempt  int       // sessions failed in a row; 0 after a new outage
+	logged   string    // the error last logged
+	loggedAt time.Time // when
+}
+
+// failed records a session that ran for ran and failed with err at now:
+// it returns the retry's attempt number and whether to log it.
+func (r *retries) failed(err error, ran time.Duration, now time.Time) (attempt int, log bool) {
+	if ran >= newOutageAfter {
+		*r = retries{}
+	}
+	r.attempt++
+	growing := backoffCeiling(r.attempt-1) < maxBackoff // up to the first wait at the cap
+	log = growing || err.Error() != r.logged || now.Sub(r.loggedAt) >= logAtLeastEvery
+	if log {
+		r.logged, r.loggedAt = err.Error(), now
+	}
+	return r.attempt, log
 }
 
 // openStore opens the checkpoint store named by --checkpoint.

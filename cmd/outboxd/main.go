@@ -10,9 +10,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/rs/zerolog"
 )
 
 func main() {
+	// Durations in log lines read "400ms", not 400. zerolog keeps the
+	// format in a package variable: it is set here, once, before any
+	// logger exists.
+	zerolog.DurationFieldFormat = zerolog.DurationFormatString
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()

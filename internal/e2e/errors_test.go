@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,4 +27,49 @@ func TestNATSDownAtStart(t *testing.T) {
 	e.nats.Restart(t)
 	e.waitStreaming(p)
 	p.stopCleanly()
+}
+
+// TestPostgresUnreachableRetries: with nothing listening at --pg-url's
+// address, every retry is a warning with the cause, the attempt and the
+// wait with its unit, the waits growing with jitter within the backoff's
+// bounds; SIGTERM still stops outboxd cleanly.
+func TestPostgresUnreachableRetries(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := e.start(e.args("--pg-url", "postgres://outboxd@"+addr+"/outboxd?sslmode=disable")...)
+	// Attempts 1 to 4 wait at most 0.2 + 0.4 + 0.8 + 1.6 s.
+	waitOutput(t, p, regexp.MustCompile(`"attempt":5\b`), 30*time.Second)
+	if code := p.stop(time.Minute); code != 0 {
+		t.Errorf("outboxd exited %d after SIGTERM, want 0", code)
+	}
+
+	ceilings := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond}
+	attempt := 0
+	for _, l := range parseLog(t, p.output.String()) {
+		if l["message"] != "session interrupted; retrying" {
+			continue
+		}
+		attempt++
+		cause, _ := l["error"].(string)
+		if l["level"] != "warn" || l["attempt"] != float64(attempt) || !strings.Contains(cause, "dial tcp "+addr+": connect: connection refused") {
+			t.Errorf("retry %d: want a warning with attempt %d and the dial error: %v", attempt, attempt, l)
+		}
+		retryIn, _ := l["retry_in"].(string)
+		wait, err := time.ParseDuration(retryIn)
+		if err != nil {
+			t.Errorf("retry %d: retry_in %v is not a duration with a unit", attempt, l["retry_in"])
+			continue
+		}
+		if attempt <= len(ceilings) && (wait < ceilings[attempt-1]/2 || wait > ceilings[attempt-1]) {
+			t.Errorf("retry %d: retry_in %s, want from %s to %s", attempt, wait, ceilings[attempt-1]/2, ceilings[attempt-1])
+		}
+	}
+	if attempt < 5 {
+		t.Errorf("%d retries logged, want one per attempt (at least 5):\n%s", attempt, tail(p.output.String(), 20))
+	}
 }
