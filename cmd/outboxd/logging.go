@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/signal"
@@ -37,6 +38,53 @@ func (w levelWriter) WriteLevel(l zerolog.Level, p []byte) (int, error) {
 		return len(p), nil
 	}
 	return w.out.Write(p)
+}
+
+// exitLog holds the logger of the command that runs, so that main logs
+// the error the command ends with as one more line in the same format (a
+// JSON line when the logs are JSON). A command that fails before it makes
+// a logger (a flag or setting that does not parse) leaves it empty, and
+// main prints plain text.
+type exitLog struct {
+	mu  sync.Mutex
+	log *zerolog.Logger
+}
+
+type exitLogKey struct{}
+
+// withExitLog returns ctx carrying a new, empty exitLog.
+func withExitLog(ctx context.Context) (context.Context, *exitLog) {
+	e := &exitLog{}
+	return context.WithValue(ctx, exitLogKey{}, e), e
+}
+
+// logError logs err at error level through the command's logger and
+// reports whether there was one.
+func (e *exitLog) logError(err error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.log == nil {
+		return false
+	}
+	e.log.Error().Err(err).Msg("exiting with status 1")
+	return true
+}
+
+// set makes log the logger logError logs through.
+func (e *exitLog) set(log zerolog.Logger) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = &log
+}
+
+// newCommandLogger is newLogger for the command run with ctx: main logs
+// the error the command ends with through it.
+func newCommandLogger(ctx context.Context, level string) (zerolog.Logger, *logLevel) {
+	log, shared := newLogger(level)
+	if e, ok := ctx.Value(exitLogKey{}).(*exitLog); ok {
+		e.set(log)
+	}
+	return log, shared
 }
 
 // newLogger logs JSON to stderr, or a console format when stderr is a

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -92,5 +94,37 @@ func TestHangupReloadsLogLevel(t *testing.T) {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("log has %q:\n%s", unwanted, got)
 		}
+	}
+}
+
+// TestExitLog: the error a command ends with is logged through the
+// command's logger as a JSON line at error level, whatever the level
+// (error is the highest outboxd takes); before the command made a logger
+// there is none, and main prints plain text.
+func TestExitLog(t *testing.T) {
+	ctx, exit := withExitLog(context.Background())
+	cause := errors.New(`stream "OUTBOX" does not exist: create it, or pass --create-stream`)
+	if exit.logError(cause) {
+		t.Fatal("logError() = true before a logger was made")
+	}
+	if got, ok := ctx.Value(exitLogKey{}).(*exitLog); !ok || got != exit {
+		t.Fatal("the context does not carry the exitLog")
+	}
+	var out testsync.Buffer
+	log, _ := newLoggerTo(&out, "error")
+	exit.set(log)
+	if !exit.logError(cause) {
+		t.Fatal("logError() = false with a logger")
+	}
+	var line struct {
+		Level   string `json:"level"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &line); err != nil {
+		t.Fatalf("not one JSON line: %v\n%s", err, out.String())
+	}
+	if line.Level != "error" || line.Error != cause.Error() || line.Message != "exiting with status 1" {
+		t.Errorf("logged %+v, want level error, the error and the exit status", line)
 	}
 }

@@ -20,10 +20,16 @@ func main() {
 	// logger exists.
 	zerolog.DurationFieldFormat = zerolog.DurationFormatString
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, exit := withExitLog(ctx)
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()
 	if err != nil {
+		// Plain text first, as before the logs had the error: the tests
+		// of internal/e2e still read it there (a JSON line escapes its
+		// quotes). Then, once the command made its logger, the same error
+		// as its last log line, in the log format.
 		fmt.Fprintln(os.Stderr, "outboxd: error:", err)
+		exit.logError(err)
 		os.Exit(1)
 	}
 }

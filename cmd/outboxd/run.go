@@ -20,12 +20,12 @@ import (
 
 func newRunCommand() *cobra.Command {
 	return newRunCommandWith(func(ctx context.Context, cfg runConfig) error {
+		log, level := newCommandLogger(ctx, cfg.LogLevel)
 		stopProfile, err := startProfiles(cfg.CPUProfile, cfg.Trace)
 		if err != nil {
 			return err
 		}
 		defer stopProfile()
-		log, level := newLogger(cfg.LogLevel)
 		stop := reloadOnHangup(log, level, cfg.reloadLogLevel)
 		defer stop()
 		return runRelay(ctx, cfg, log)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"regexp"
@@ -10,6 +11,17 @@ import (
 
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
+
+// lastLine is the last line of out, which must be a JSON log line.
+func lastLine(t *testing.T, out string) logLine {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var l logLine
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, tail(out, 5))
+	}
+	return l
+}
 
 // TestNATSDownAtStart: with no NATS server at --nats-url, outboxd says
 // NATS cannot be reached, naming the URL and the dial error (not nats.go's
@@ -71,5 +83,24 @@ func TestPostgresUnreachableRetries(t *testing.T) {
 	}
 	if attempt < 5 {
 		t.Errorf("%d retries logged, want one per attempt (at least 5):\n%s", attempt, tail(p.output.String(), 20))
+	}
+}
+
+// TestFatalErrorLogged: an error that stops outboxd after it made its
+// logger is its last line, JSON at error level, and the exit status is 1;
+// an error before (a flag that does not parse) is plain text only.
+func TestFatalErrorLogged(t *testing.T) {
+	e := newEnv(t, pgtest.Shared(t), true)
+	out := e.expectExit([]string{"run", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot, "--metrics-addr", ""})
+	last := lastLine(t, out)
+	cause, _ := last["error"].(string)
+	if last["level"] != "error" || last["message"] != "exiting with status 1" ||
+		!strings.Contains(cause, `stream "OUTBOX" does not exist`) || !strings.Contains(cause, "--create-stream") {
+		t.Errorf("last line: want the error at level error: %v", last)
+	}
+
+	out = e.expectExit([]string{"run", "--no-such-flag"})
+	if got := strings.TrimSpace(out); !strings.HasPrefix(got, "outboxd: error: unknown flag: --no-such-flag") || strings.Contains(got, "\n") {
+		t.Errorf("flag error: got %q, want one line of plain text", got)
 	}
 }
