@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
 			return nil
 		case Permanent(err):
-			return err
+			return withRowFix(cfg, err)
 		}
 		var wait time.Duration
 		if errors.Is(err, replication.ErrSlotActive) {
@@ -112,6 +113,24 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// withRowFix adds to the error of a row that cannot be published, which
+// stops the relay when no --dead-letter is set, the ways to go on: a
+// --subject the row's value fits, when the subject was the problem (the
+// row itself cannot change: it is in the WAL), and --dead-letter.
+func withRowFix(cfg Config, err error) error {
+	var rowErr *event.RowError
+	if cfg.DeadLetter != "" || !errors.As(err, &rowErr) {
+		return err
+	}
+	const deadLetter = "to go on past it, set --dead-letter SUBJECT: rows that cannot be published are sent there instead"
+	// The sink's reason for a value that cannot fill the subject
+	// template (sink.Publisher.message).
+	if strings.Contains(rowErr.Reason, "subject placeholder {"+rowErr.Column+"}") {
+		return fmt.Errorf("%w; the subject template in use is --subject %q: change it so that the row fits, or, %s", err, cfg.Subject, deadLetter)
+	}
+	return fmt.Errorf("%w; %s", err, deadLetter)
 }
 
 // The reconnect backoff (docs/operations.md, "Failures that are retried").

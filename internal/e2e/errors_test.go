@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
@@ -102,5 +105,51 @@ func TestFatalErrorLogged(t *testing.T) {
 	out = e.expectExit([]string{"run", "--no-such-flag"})
 	if got := strings.TrimSpace(out); !strings.HasPrefix(got, "outboxd: error: unknown flag: --no-such-flag") || strings.Contains(got, "\n") {
 		t.Errorf("flag error: got %q, want one line of plain text", got)
+	}
+}
+
+// TestRowErrorNamesDeadLetter: the error that stops outboxd on a row that
+// cannot be published names --dead-letter SUBJECT, and for a value that
+// does not fit the subject, the --subject template in use.
+func TestRowErrorNamesDeadLetter(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		insert string
+		want   []string
+	}{
+		{
+			name:   "subject",
+			args:   []string{"--subject", "outbox.{aggregate_type}.{event_type}"},
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'order.v2', '1', 'Created', '{}')`,
+			want: []string{`"order.v2" is not a valid subject token`, `the subject template in use is --subject "outbox.{aggregate_type}.{event_type}"`,
+				"set --dead-letter SUBJECT"},
+		},
+		{
+			name:   "headers",
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'order', '1', 'Created', '{}', '{"retry": {"count": 3}}')`,
+			want:   []string{`column "headers"`, `"retry"`, "set --dead-letter SUBJECT"},
+		},
+	}
+	pg := pgtest.Shared(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, pg, true)
+			p := e.start(e.args(tt.args...)...)
+			e.waitStreaming(p)
+			id := uuid.New()
+			if _, err := e.connect().Exec(context.Background(), tt.insert, id); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(time.Minute); code != 1 {
+				t.Fatalf("outboxd exited %d on a bad row, want 1", code)
+			}
+			cause, _ := lastLine(t, p.output.String())["error"].(string)
+			for _, w := range append(tt.want, `outbox row id "`+id.String()+`"`) {
+				if !strings.Contains(cause, w) {
+					t.Errorf("error lacks %q:\n%s", w, cause)
+				}
+			}
+		})
 	}
 }
