@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -19,17 +20,21 @@ import (
 // StatusReport is what `outboxd status --json` prints. Its JSON field
 // names are an interface for scripts: add fields, never rename them.
 type StatusReport struct {
+	Server      ServerReport      `json:"server"`
 	Slot        SlotReport        `json:"slot"`
 	Publication PublicationReport `json:"publication"`
 	Stream      StreamReport      `json:"stream"`
 	Checkpoint  CheckpointReport  `json:"checkpoint"`
 	// Warnings is never null: an empty list means nothing needs attention.
 	Warnings []StatusWarning `json:"warnings"`
+	// BlocksRun is true when a warning blocks outboxd run (BlocksRun of
+	// StatusWarning): `outboxd status` then exits non-zero.
+	BlocksRun bool `json:"blocks_run"`
 }
 
-// presence says whether a section's object exists; Problem says why it
-// is missing or could not be read, with the fix. A section's other fields
-// are meaningful only when Exists is true.
+// presence says whether a section's object exists (for the server: that
+// it answered); Problem says why it is missing or could not be read, with
+// the fix. A section's other fields are meaningful only when Exists is true.
 type presence struct {
 	Exists  bool   `json:"exists"`
 	Problem string `json:"problem"`
@@ -42,15 +47,36 @@ func (p *presence) fail(err, missing error) {
 	p.Exists, p.Problem, p.unreadable = false, err.Error(), !errors.Is(err, missing)
 }
 
-// warning is the warning for a section that is missing or unreadable.
-func (p presence) warning(what string) []StatusWarning {
+// warning is the warning for a section that is missing or unreadable. An
+// object that cannot be read blocks outboxd run, which would not get
+// further; a missing one blocks it when missingBlocks.
+func (p presence) warning(what string, missingBlocks bool) []StatusWarning {
 	switch {
 	case p.Exists:
 		return nil
 	case p.unreadable:
-		return []StatusWarning{{what + "_unreadable", p.Problem}}
+		return []StatusWarning{{Code: what + "_unreadable", Message: p.Problem, BlocksRun: true}}
 	}
-	return []StatusWarning{{what + "_missing", p.Problem}}
+	return []StatusWarning{{Code: what + "_missing", Message: p.Problem, BlocksRun: missingBlocks}}
+}
+
+// ServerReport is the PostgreSQL server --pg-url names, as outboxd run
+// holds it to its needs and to the checkpoint.
+type ServerReport struct {
+	presence
+	WALLevel string `json:"wal_level"`
+	// SystemID is pg_control_system()'s system_identifier, the cluster's
+	// identity that a checkpoint records.
+	SystemID string `json:"system_id"`
+	// Timeline is the server's current timeline; 0 on a standby, where it
+	// is not read.
+	Timeline int32 `json:"timeline"`
+	// WALFlushLSN is where the server's flushed WAL ends (on a standby:
+	// its replay position), read after the slot and the checkpoint: what
+	// outboxd run holds them to (IDENTIFY_SYSTEM's xlogpos).
+	WALFlushLSN string `json:"wal_flush_lsn"`
+
+	walEnd pglogrepl.LSN
 }
 
 type SlotReport struct {
@@ -104,7 +130,9 @@ type CheckpointReport struct {
 	SystemID string `json:"system_id"`
 	Timeline int32  `json:"timeline"`
 
-	lsn pglogrepl.LSN
+	lsn   pglogrepl.LSN
+	saved checkpoint.Checkpoint
+	store checkpoint.Store
 }
 
 // StatusWarning is one thing that needs attention. Code is stable (see the
@@ -112,6 +140,10 @@ type CheckpointReport struct {
 type StatusWarning struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// BlocksRun says that outboxd run with these settings cannot relay
+	// until it is fixed: it refuses to start, or retries without end (a
+	// server that does not answer).
+	BlocksRun bool `json:"blocks_run"`
 }
 
 // StatusOptions are what Status reads besides the relay's Config.
@@ -134,21 +166,31 @@ func Status(ctx context.Context, cfg Config, opts StatusOptions) StatusReport {
 		Checkpoint:  CheckpointReport{Store: cfg.Checkpoint.String()},
 		Warnings:    []StatusWarning{},
 	}
-	gatherPostgres(ctx, cfg, &r)
-	gatherNATS(ctx, cfg, opts.ConnectNATS, &r)
-	r.Warnings = append(r.Warnings, derivedWarnings(r, opts.RetainedMiB<<20)...)
-	return r
-}
-
-func gatherPostgres(ctx context.Context, cfg Config, r *StatusReport) {
 	conn, err := ConnectPostgres(ctx, cfg.PGURL)
 	if err != nil {
 		err = fmt.Errorf("cannot read: %w", err)
+		r.Server.fail(err, nil)
 		r.Slot.fail(err, nil)
 		r.Publication.fail(err, nil)
-		return
+	} else {
+		defer conn.Close(context.WithoutCancel(ctx))
+		gatherPostgres(ctx, conn, cfg, &r)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	gatherNATS(ctx, cfg, opts.ConnectNATS, &r)
+	if conn != nil && r.Server.Exists {
+		// Last: a relay streaming meanwhile saves and confirms only WAL the
+		// server had flushed before this read.
+		readWALEnd(ctx, conn, &r)
+	}
+	r.Warnings = append(r.Warnings, derivedWarnings(r, cfg, opts.RetainedMiB<<20)...)
+	for _, w := range r.Warnings {
+		r.BlocksRun = r.BlocksRun || w.BlocksRun
+	}
+	return r
+}
+
+func gatherPostgres(ctx context.Context, conn *pgx.Conn, cfg Config, r *StatusReport) {
+	readServer(ctx, conn, r)
 	if info, err := replication.InspectSlot(ctx, conn, cfg.Slot); err != nil {
 		r.Slot.fail(err, replication.ErrSlotNotFound)
 	} else {
@@ -161,6 +203,58 @@ func gatherPostgres(ctx context.Context, cfg Config, r *StatusReport) {
 	}
 	r.Publication.Exists, r.Publication.PublishesInsert, r.Publication.AllTables = true, pub.Inserts, pub.AllTables
 	r.Publication.Tables, r.Publication.HoldsTable = pub.Tables, pub.Holds(cfg.Table) || (pub.AllTables && pub.Inserts)
+}
+
+// readServer reads wal_level and the identity a checkpoint records. On a
+// primary the current timeline is the one in the name of the WAL file
+// being written (pg_control_checkpoint()'s lags behind a promotion until
+// the next checkpoint); a standby has no such file.
+func readServer(ctx context.Context, conn *pgx.Conn, r *StatusReport) {
+	err := conn.QueryRow(ctx, `
+		SELECT current_setting('wal_level'), (SELECT system_identifier::text FROM pg_control_system()),
+		       CASE WHEN pg_is_in_recovery() THEN 0
+		            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_flush_lsn()), 1, 8))::bit(32)::int END`).
+		Scan(&r.Server.WALLevel, &r.Server.SystemID, &r.Server.Timeline)
+	if err != nil {
+		r.Server.fail(fmt.Errorf("cannot read: read wal_level and system identifier: %w", err), nil)
+		return
+	}
+	r.Server.Exists = true
+}
+
+// readWALEnd reads where the server's WAL ends, as IDENTIFY_SYSTEM's
+// xlogpos does: flushed WAL on a primary, replayed WAL on a standby (all a
+// logical walsender there sends).
+func readWALEnd(ctx context.Context, conn *pgx.Conn, r *StatusReport) {
+	var end string
+	err := conn.QueryRow(ctx, `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END)::text`).Scan(&end)
+	if err == nil {
+		r.Server.walEnd, err = pglogrepl.ParseLSN(end)
+	}
+	if err != nil {
+		r.Server.fail(fmt.Errorf("cannot read: read the end of the server's WAL: %w", err), nil)
+		return
+	}
+	r.Server.WALFlushLSN = end
+}
+
+// ReadWALLevel reads the server's wal_level.
+func ReadWALLevel(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var level string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
+		return "", fmt.Errorf("read wal_level: %w", err)
+	}
+	return level, nil
+}
+
+// WALLevelProblem says what a wal_level other than logical means for
+// outboxd run, with the fix (as run's preflight does); "" for logical.
+func WALLevelProblem(level string) string {
+	if level == "logical" {
+		return ""
+	}
+	return fmt.Sprintf("server setting wal_level is %q, logical replication needs \"logical\": outboxd run refuses to start "+
+		"and no replication slot can be created; fix: ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL", level)
 }
 
 func NewSlotReport(s replication.SlotInfo) SlotReport {
@@ -210,6 +304,9 @@ func gatherStream(ctx context.Context, cfg Config, js jetstream.JetStream, r *St
 	info, err := sink.InspectStream(ctx, js, cfg.Stream, cfg.Subject)
 	if err != nil {
 		r.Stream.fail(err, jetstream.ErrStreamNotFound)
+		if cfg.CreateStream && !r.Stream.unreadable {
+			r.Stream.Problem = fmt.Sprintf("stream %q does not exist: outboxd run creates it (--create-stream)", cfg.Stream)
+		}
 		return
 	}
 	r.Stream = StreamReport{
@@ -218,15 +315,15 @@ func gatherStream(ctx context.Context, cfg Config, js jetstream.JetStream, r *St
 		DuplicateWindow: info.DuplicateWindow.String(), DuplicateWindowSeconds: info.DuplicateWindow.Seconds(),
 	}
 	for _, w := range info.Warnings {
-		r.Warnings = append(r.Warnings, StatusWarning{"stream_settings", w})
+		r.Warnings = append(r.Warnings, StatusWarning{Code: "stream_settings", Message: w})
 	}
 	durability, err := sink.CheckDurability(ctx, js, cfg.Stream, cfg.NATSMonitorURL)
 	if err != nil {
-		r.Warnings = append(r.Warnings, StatusWarning{"stream_durability_unknown",
-			fmt.Sprintf("cannot check whether stream %q survives a power failure: %v", cfg.Stream, err)})
+		r.Warnings = append(r.Warnings, StatusWarning{Code: "stream_durability_unknown",
+			Message: fmt.Sprintf("cannot check whether stream %q survives a power failure: %v", cfg.Stream, err)})
 	}
 	for _, w := range durability {
-		r.Warnings = append(r.Warnings, StatusWarning{"stream_single_replica", w})
+		r.Warnings = append(r.Warnings, StatusWarning{Code: "stream_single_replica", Message: w})
 	}
 }
 
@@ -239,7 +336,7 @@ func readCheckpoint(ctx context.Context, store checkpoint.Store, r *StatusReport
 	}
 	r.Checkpoint = CheckpointReport{
 		Store: store.String(), presence: presence{Exists: true}, LSN: cp.LSN.String(), SavedAt: cp.SavedAt.UTC().Format(time.RFC3339),
-		Slot: cp.Slot, SystemID: cp.SystemID, Timeline: cp.Timeline, lsn: cp.LSN,
+		Slot: cp.Slot, SystemID: cp.SystemID, Timeline: cp.Timeline, lsn: cp.LSN, saved: cp, store: store,
 	}
 }
 
@@ -254,28 +351,62 @@ func noCheckpoint(err error, r *StatusReport) {
 }
 
 // derivedWarnings are the warnings that follow from the sections read:
-// missing or unusable objects, an idle slot holding WAL, and a checkpoint
-// that the slot has passed.
-func derivedWarnings(r StatusReport, retainedLimit int64) []StatusWarning {
+// the server's settings, missing or unusable objects, an idle slot holding
+// WAL, and a checkpoint that outboxd run would refuse. Each one that
+// blocks run says so as run would (see resume.go and
+// replication.Preflight).
+func derivedWarnings(r StatusReport, cfg Config, retainedLimit int64) []StatusWarning {
 	var out []StatusWarning
-	add := func(code, format string, args ...any) {
-		out = append(out, StatusWarning{code, fmt.Sprintf(format, args...)})
+	add := func(code string, blocks bool, format string, args ...any) {
+		out = append(out, StatusWarning{Code: code, Message: fmt.Sprintf(format, args...), BlocksRun: blocks})
 	}
-	out = append(out, r.Slot.warning("slot")...)
-	out = append(out, r.Publication.warning("publication")...)
-	out = append(out, r.Stream.warning("stream")...)
+	if problem := WALLevelProblem(r.Server.WALLevel); r.Server.Exists && problem != "" {
+		add("wal_level_not_logical", true, "%s", problem)
+	}
+	if r.Server.unreadable && !r.Slot.unreadable {
+		// The server answered, but not these questions.
+		out = append(out, r.Server.warning("server", true)...)
+	}
+	// Run holds the checkpoint to the server's identity first: one of
+	// another cluster, timeline or slot says nothing of this slot.
+	var identity []StatusWarning
+	if r.Checkpoint.Exists {
+		identity = identityWarnings(r)
+	}
+	resumable := r.Checkpoint.Exists && len(identity) == 0
+	// What run does with a gap in the stream: it refuses, unless told.
+	gap := "outboxd run refuses to start"
+	if cfg.AllowGap {
+		gap = "outboxd run starts anyway (--allow-gap) without them"
+	}
+	if !r.Slot.Exists && !r.Slot.unreadable && resumable {
+		add("slot_missing", !cfg.AllowGap, "replication slot %q does not exist but checkpoint %s is at %s: the slot was dropped, "+
+			"so events committed since then are not in WAL any more, and %s; find and republish the rows "+
+			"committed in between, then start it with --allow-gap; or delete the checkpoint (%s) to start from a new slot",
+			r.Slot.Name, r.Checkpoint.Store, r.Checkpoint.LSN, gap, r.Checkpoint.store.DeleteCommand())
+	} else {
+		out = append(out, r.Slot.warning("slot", false)...)
+	}
+	out = append(out, r.Publication.warning("publication", true)...)
+	out = append(out, r.Stream.warning("stream", !cfg.CreateStream)...)
 	if r.Checkpoint.unreadable {
-		out = append(out, r.Checkpoint.warning("checkpoint")...)
+		out = append(out, r.Checkpoint.warning("checkpoint", true)...)
 	}
 	if r.Slot.Exists {
 		out = append(out, slotWarnings(r.Slot, retainedLimit)...)
 	}
 	if r.Publication.Exists && !r.Publication.HoldsTable {
-		add("publication_lacks_table", "publication %q does not publish the inserts of %s: outboxd run refuses to start; ALTER PUBLICATION %s ADD TABLE %s (and SET (publish = 'insert'))",
+		add("publication_lacks_table", true, "publication %q does not publish the inserts of %s: outboxd run refuses to start; ALTER PUBLICATION %s ADD TABLE %s (and SET (publish = 'insert'))",
 			r.Publication.Name, r.Publication.Table, pgx.Identifier{r.Publication.Name}.Sanitize(), r.Publication.Table)
 	}
-	if r.Slot.Exists && r.Checkpoint.Exists {
-		out = append(out, checkpointWarnings(r.Slot, r.Checkpoint)...)
+	out = append(out, identity...)
+	if w, ok := pastServerWALWarning(r, resumable, cfg.AllowGap); ok {
+		out = append(out, w)
+	}
+	if resumable && r.Slot.Exists && r.Checkpoint.lsn < r.Slot.info.ConfirmedFlush {
+		add("checkpoint_behind_slot", !cfg.AllowGap,
+			"checkpoint %s is at %s, behind the slot's confirmed_flush_lsn %s: something outside outboxd advanced or recreated the slot, so events committed in between were never published, and %s; republish them, then start once with --allow-gap",
+			r.Checkpoint.Store, r.Checkpoint.LSN, r.Slot.ConfirmedFlushLSN, gap)
 	}
 	return out
 }
@@ -283,28 +414,65 @@ func derivedWarnings(r StatusReport, retainedLimit int64) []StatusWarning {
 func slotWarnings(s SlotReport, retainedLimit int64) []StatusWarning {
 	var out []StatusWarning
 	if problem := s.info.Usable(); problem != "" {
-		out = append(out, StatusWarning{"slot_unusable", fmt.Sprintf("replication slot %q %s: outboxd run refuses to start on it", s.Name, problem)})
+		out = append(out, StatusWarning{Code: "slot_unusable", BlocksRun: true,
+			Message: fmt.Sprintf("replication slot %q %s: outboxd run refuses to start on it", s.Name, problem)})
 	}
 	if s.WALStatus == "unreserved" {
-		out = append(out, StatusWarning{"slot_wal_at_risk", fmt.Sprintf("replication slot %q has wal_status unreserved: it holds more WAL than max_slot_wal_keep_size and loses it at the next checkpoint; start outboxd run so it catches up", s.Name)})
+		out = append(out, StatusWarning{Code: "slot_wal_at_risk", Message: fmt.Sprintf("replication slot %q has wal_status unreserved: it holds more WAL than max_slot_wal_keep_size and loses it at the next checkpoint; start outboxd run so it catches up", s.Name)})
 	}
 	if !s.Active && s.RetainedWALBytes > retainedLimit {
-		out = append(out, StatusWarning{"slot_inactive_retaining_wal", fmt.Sprintf(
+		out = append(out, StatusWarning{Code: "slot_inactive_retaining_wal", Message: fmt.Sprintf(
 			"replication slot %q is inactive and retains %s of WAL (over --warn-retained-mib %d): the server's disk fills until an outboxd streams from it again; start outboxd run, or drop the slot if it is abandoned (`outboxd slot drop --slot %s`; events not yet published are lost)",
 			s.Name, humanBytes(s.RetainedWALBytes), retainedLimit>>20, s.Name)})
 	}
 	return out
 }
 
-func checkpointWarnings(s SlotReport, c CheckpointReport) []StatusWarning {
+// identityWarnings are the checkpoint's identity checks that outboxd run
+// makes first when it resumes (checkpoint.Checkpoint.Matches), with the
+// same text and how to recover. --allow-gap does not get past them.
+func identityWarnings(r StatusReport) []StatusWarning {
 	var out []StatusWarning
-	if c.Slot != s.Name {
-		out = append(out, StatusWarning{"checkpoint_other_slot", fmt.Sprintf("checkpoint %s was written for slot %q, not %q: outboxd run refuses to start with it", c.Store, c.Slot, s.Name)})
+	c, server, slot := r.Checkpoint, r.Server, r.Slot.Name
+	mismatch := func(code, field, saved, current, fix string) {
+		err := &checkpoint.MismatchError{Field: field, Saved: saved, Current: current}
+		out = append(out, StatusWarning{Code: code, BlocksRun: true,
+			Message: fmt.Sprintf("checkpoint %s: %v; outboxd run refuses to start with it, even with --allow-gap; %s", c.Store, err, fix)})
 	}
-	if c.lsn < s.info.ConfirmedFlush {
-		out = append(out, StatusWarning{"checkpoint_behind_slot", fmt.Sprintf(
-			"checkpoint %s is at %s, behind the slot's confirmed_flush_lsn %s: something outside outboxd advanced or recreated the slot, so events committed in between were never published, and outboxd run refuses to start; republish them, then start once with --allow-gap",
-			c.Store, c.LSN, s.ConfirmedFlushLSN)})
+	deleteIt := fmt.Sprintf("delete the checkpoint (%s): outboxd run then starts from replication slot %q", c.store.DeleteCommand(), slot)
+	if server.Exists && c.SystemID != server.SystemID {
+		mismatch("checkpoint_other_cluster", "system_id", c.SystemID, server.SystemID,
+			"if --pg-url names the wrong server, correct it; if it is the right one (re-created, or restored from a dump), "+deleteIt+", creating it if missing")
+	}
+	if server.Exists && server.Timeline != 0 && c.SystemID == server.SystemID && c.Timeline != server.Timeline {
+		mismatch("checkpoint_other_timeline", "timeline", strconv.Itoa(int(c.Timeline)), strconv.Itoa(int(server.Timeline)),
+			"once the stream is checked, "+deleteIt)
+	}
+	if c.Slot != slot {
+		mismatch("checkpoint_other_slot", "slot", c.Slot, slot,
+			"point --checkpoint at the checkpoint of this slot's relay: each slot has its own")
 	}
 	return out
+}
+
+// pastServerWALWarning is outboxd run's refusal of a slot, or a checkpoint
+// it resumes from, past the end of the server's WAL: the database was
+// restored from an older copy of itself.
+func pastServerWALWarning(r StatusReport, resumable, allowGap bool) (StatusWarning, bool) {
+	if !r.Server.Exists || r.Server.WALFlushLSN == "" {
+		return StatusWarning{}, false
+	}
+	slot := replication.SlotState{Exists: r.Slot.Exists, ConfirmedFlush: r.Slot.info.ConfirmedFlush}
+	err := pastServerWAL(resumeFacts{
+		identity: checkpoint.Checkpoint{Slot: r.Slot.Name}, serverWALEnd: r.Server.walEnd, slot: slot,
+		saved: r.Checkpoint.saved, hasCheckpoint: resumable, store: r.Checkpoint.store,
+	})
+	if err == nil {
+		return StatusWarning{}, false
+	}
+	code := "checkpoint_past_server_wal"
+	if slot.Exists && slot.ConfirmedFlush > r.Server.walEnd {
+		code = "slot_past_server_wal"
+	}
+	return StatusWarning{Code: code, Message: err.Error(), BlocksRun: !allowGap}, true
 }

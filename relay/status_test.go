@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/replication"
 )
 
@@ -26,54 +27,78 @@ func TestHumanBytes(t *testing.T) {
 }
 
 // TestDerivedWarnings: each warning appears when its condition holds and
-// not otherwise.
+// not otherwise, blocking outboxd run exactly when run would not relay.
 func TestDerivedWarnings(t *testing.T) {
-	healthy := func() StatusReport {
-		info := replication.SlotInfo{Name: "outboxd", Type: "logical", Plugin: "pgoutput", Database: "app", ConnectedDatabase: "app",
-			WALStatus: "reserved", ConfirmedFlush: 0x2000, Restart: 0x1000, CurrentWAL: 0x3000, RetainedBytes: 0x2000, LagBytes: 0x1000}
-		return StatusReport{
-			Slot:        NewSlotReport(info),
-			Publication: PublicationReport{Name: "outboxd", presence: presence{Exists: true}, PublishesInsert: true, HoldsTable: true},
-			Stream:      StreamReport{Name: "OUTBOX", presence: presence{Exists: true}},
-			Checkpoint:  CheckpointReport{Store: "kv:outboxd/outboxd", presence: presence{Exists: true}, Slot: "outboxd", LSN: "0/2000", lsn: 0x2000},
-		}
+	store := checkpoint.NewFileStore(healthyStore)
+	noCheckpoint := func(r *StatusReport) {
+		r.Checkpoint = CheckpointReport{Store: store.String(), presence: presence{Problem: "none saved yet"}}
 	}
 	const limit = 1 << 20
 	tests := []struct {
 		name   string
+		cfg    Config
 		change func(r *StatusReport)
-		want   []string // codes
+		want   []string // "blocks CODE" or "warns CODE"
 	}{
-		{"healthy", func(*StatusReport) {}, nil},
-		{"inactive slot over the limit", func(r *StatusReport) { r.Slot.RetainedWALBytes = limit + 1 }, []string{"slot_inactive_retaining_wal"}},
-		{"inactive slot at the limit", func(r *StatusReport) { r.Slot.RetainedWALBytes = limit }, nil},
-		{"active slot over the limit", func(r *StatusReport) { r.Slot.RetainedWALBytes, r.Slot.Active = 10*limit, true }, nil},
-		{"checkpoint behind slot", func(r *StatusReport) { r.Checkpoint.lsn = 0x1fff }, []string{"checkpoint_behind_slot"}},
-		{"checkpoint ahead of slot", func(r *StatusReport) { r.Checkpoint.lsn = 0x2500 }, nil},
-		{"checkpoint of another slot", func(r *StatusReport) { r.Checkpoint.Slot = "other" }, []string{"checkpoint_other_slot"}},
-		{"no checkpoint yet", func(r *StatusReport) { r.Checkpoint.presence = presence{Problem: "none saved yet"} }, nil},
-		{"checkpoint unreadable", func(r *StatusReport) { r.Checkpoint.presence = presence{Problem: "cannot read", unreadable: true} }, []string{"checkpoint_unreadable"}},
-		{"slot of another plugin", func(r *StatusReport) { r.Slot.info.Plugin = "wal2json" }, []string{"slot_unusable"}},
-		{"slot lost", func(r *StatusReport) { r.Slot.info.WALStatus = "lost" }, []string{"slot_unusable"}},
-		{"slot unreserved", func(r *StatusReport) { r.Slot.WALStatus = "unreserved" }, []string{"slot_wal_at_risk"}},
-		{"slot missing", func(r *StatusReport) {
+		{"healthy", Config{}, func(*StatusReport) {}, nil},
+		{"wal_level replica", Config{}, func(r *StatusReport) { r.Server.WALLevel = "replica" }, []string{"blocks wal_level_not_logical"}},
+		{"server unreadable", Config{}, func(r *StatusReport) {
+			r.Server.presence = presence{Problem: "cannot read", unreadable: true}
+		}, []string{"blocks server_unreadable"}},
+		{"inactive slot over the limit", Config{}, func(r *StatusReport) { r.Slot.RetainedWALBytes = limit + 1 }, []string{"warns slot_inactive_retaining_wal"}},
+		{"inactive slot at the limit", Config{}, func(r *StatusReport) { r.Slot.RetainedWALBytes = limit }, nil},
+		{"active slot over the limit", Config{}, func(r *StatusReport) { r.Slot.RetainedWALBytes, r.Slot.Active = 10*limit, true }, nil},
+		{"checkpoint behind slot", Config{}, func(r *StatusReport) { r.Checkpoint.lsn = 0x1fff }, []string{"blocks checkpoint_behind_slot"}},
+		{"checkpoint behind slot, --allow-gap", Config{AllowGap: true}, func(r *StatusReport) { r.Checkpoint.lsn = 0x1fff }, []string{"warns checkpoint_behind_slot"}},
+		{"checkpoint ahead of slot", Config{}, func(r *StatusReport) { r.Checkpoint.lsn = 0x2500 }, nil},
+		{"checkpoint of another slot", Config{}, func(r *StatusReport) { r.Checkpoint.Slot = "other" }, []string{"blocks checkpoint_other_slot"}},
+		{"checkpoint of another cluster", Config{AllowGap: true}, func(r *StatusReport) {
+			r.Checkpoint.SystemID, r.Checkpoint.saved.LSN, r.Checkpoint.lsn = "7000000000000000002", 0x9000, 0x9000
+		}, []string{"blocks checkpoint_other_cluster"}},
+		{"checkpoint of another timeline", Config{}, func(r *StatusReport) { r.Checkpoint.Timeline = 2 }, []string{"blocks checkpoint_other_timeline"}},
+		{"timeline not read on a standby", Config{}, func(r *StatusReport) { r.Server.Timeline = 0 }, nil},
+		{"checkpoint past the server's WAL", Config{}, func(r *StatusReport) { r.Checkpoint.saved.LSN, r.Checkpoint.lsn = 0x3001, 0x3001 }, []string{"blocks checkpoint_past_server_wal"}},
+		{"checkpoint past the server's WAL, --allow-gap", Config{AllowGap: true}, func(r *StatusReport) { r.Checkpoint.saved.LSN, r.Checkpoint.lsn = 0x3001, 0x3001 }, []string{"warns checkpoint_past_server_wal"}},
+		{"slot past the server's WAL", Config{}, func(r *StatusReport) { noCheckpoint(r); r.Slot.info.ConfirmedFlush = 0x3001 }, []string{"blocks slot_past_server_wal"}},
+		{"no checkpoint yet", Config{}, noCheckpoint, nil},
+		{"checkpoint unreadable", Config{}, func(r *StatusReport) { r.Checkpoint.presence = presence{Problem: "cannot read", unreadable: true} }, []string{"blocks checkpoint_unreadable"}},
+		{"slot of another plugin", Config{}, func(r *StatusReport) { r.Slot.info.Plugin = "wal2json" }, []string{"blocks slot_unusable"}},
+		{"slot lost", Config{}, func(r *StatusReport) { r.Slot.info.WALStatus = "lost" }, []string{"blocks slot_unusable"}},
+		{"slot unreserved", Config{}, func(r *StatusReport) { r.Slot.WALStatus = "unreserved" }, []string{"warns slot_wal_at_risk"}},
+		{"slot missing", Config{}, func(r *StatusReport) {
+			noCheckpoint(r)
 			r.Slot = SlotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
-		}, []string{"slot_missing"}},
-		{"postgres down", func(r *StatusReport) {
+		}, []string{"warns slot_missing"}},
+		{"slot missing with a checkpoint", Config{}, func(r *StatusReport) {
+			r.Slot = SlotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
+		}, []string{"blocks slot_missing"}},
+		{"slot missing with a checkpoint, --allow-gap", Config{AllowGap: true}, func(r *StatusReport) {
+			r.Slot = SlotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
+		}, []string{"warns slot_missing"}},
+		{"postgres down", Config{}, func(r *StatusReport) {
 			r.Slot.presence = presence{Problem: "cannot read", unreadable: true}
-			r.Publication.presence = r.Slot.presence
-		}, []string{"slot_unreadable", "publication_unreadable"}},
-		{"publication missing", func(r *StatusReport) { r.Publication.presence = presence{Problem: "does not exist"} }, []string{"publication_missing"}},
-		{"publication without the table", func(r *StatusReport) { r.Publication.HoldsTable = false }, []string{"publication_lacks_table"}},
-		{"stream missing", func(r *StatusReport) { r.Stream.presence = presence{Problem: "does not exist"} }, []string{"stream_missing"}},
+			r.Publication.presence, r.Server.presence = r.Slot.presence, r.Slot.presence
+		}, []string{"blocks slot_unreadable", "blocks publication_unreadable"}},
+		{"publication missing", Config{}, func(r *StatusReport) { r.Publication.presence = presence{Problem: "does not exist"} }, []string{"blocks publication_missing"}},
+		{"publication without the table", Config{}, func(r *StatusReport) { r.Publication.HoldsTable = false }, []string{"blocks publication_lacks_table"}},
+		{"stream missing", Config{}, func(r *StatusReport) { r.Stream.presence = presence{Problem: "does not exist"} }, []string{"blocks stream_missing"}},
+		{"stream missing, --create-stream", Config{CreateStream: true}, func(r *StatusReport) { r.Stream.presence = presence{Problem: "does not exist"} }, []string{"warns stream_missing"}},
+		{"nats down", Config{}, func(r *StatusReport) {
+			r.Stream.presence = presence{Problem: "cannot read", unreadable: true}
+			r.Checkpoint.presence = r.Stream.presence
+		}, []string{"blocks stream_unreadable", "blocks checkpoint_unreadable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := healthy()
+			r := healthyReport()
 			tt.change(&r)
 			var got []string
-			for _, w := range derivedWarnings(r, limit) {
-				got = append(got, w.Code)
+			for _, w := range derivedWarnings(r, tt.cfg, limit) {
+				verb := "warns"
+				if w.BlocksRun {
+					verb = "blocks"
+				}
+				got = append(got, verb+" "+w.Code)
 				if w.Message == "" {
 					t.Errorf("warning %s has no message", w.Code)
 				}
@@ -81,6 +106,47 @@ func TestDerivedWarnings(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Errorf("warnings %q, want %q", got, tt.want)
 			}
+
 		})
+	}
+}
+
+// healthyStore is the checkpoint file of healthyReport.
+const healthyStore = "/var/lib/outboxd/checkpoint.json"
+
+// healthyReport is a report with nothing to warn of: a slot, publication
+// and stream in order, and a checkpoint of this server and slot at the
+// slot's position.
+func healthyReport() StatusReport {
+	store := checkpoint.NewFileStore(healthyStore)
+	info := replication.SlotInfo{Name: "outboxd", Type: "logical", Plugin: "pgoutput", Database: "app", ConnectedDatabase: "app",
+		WALStatus: "reserved", ConfirmedFlush: 0x2000, Restart: 0x1000, CurrentWAL: 0x3000, RetainedBytes: 0x2000, LagBytes: 0x1000}
+	saved := checkpoint.Checkpoint{LSN: 0x2000, SystemID: "7000000000000000001", Timeline: 1, Slot: "outboxd"}
+	return StatusReport{
+		Server: ServerReport{presence: presence{Exists: true}, WALLevel: "logical", SystemID: saved.SystemID, Timeline: 1,
+			WALFlushLSN: "0/3000", walEnd: 0x3000},
+		Slot:        NewSlotReport(info),
+		Publication: PublicationReport{Name: "outboxd", presence: presence{Exists: true}, PublishesInsert: true, HoldsTable: true},
+		Stream:      StreamReport{Name: "OUTBOX", presence: presence{Exists: true}},
+		Checkpoint: CheckpointReport{Store: store.String(), presence: presence{Exists: true}, Slot: "outboxd", LSN: "0/2000",
+			SystemID: saved.SystemID, Timeline: 1, lsn: 0x2000, saved: saved, store: store},
+	}
+}
+
+// TestGapWarningsSayWhatRunDoes: a slot missing while a checkpoint exists,
+// or a checkpoint behind the slot, says that run refuses to start, or,
+// with --allow-gap, that it starts without the events in the gap.
+func TestGapWarningsSayWhatRunDoes(t *testing.T) {
+	missing := healthyReport()
+	missing.Slot = SlotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
+	behind := healthyReport()
+	behind.Checkpoint.lsn = 0x1fff
+	for _, r := range []StatusReport{missing, behind} {
+		for allowGap, want := range map[bool]string{false: "outboxd run refuses to start", true: "outboxd run starts anyway (--allow-gap) without them"} {
+			warnings := derivedWarnings(r, Config{AllowGap: allowGap}, 1<<20)
+			if len(warnings) != 1 || !strings.Contains(warnings[0].Message, want) {
+				t.Errorf("with allow-gap %v: warnings %+v, want one saying %q", allowGap, warnings, want)
+			}
+		}
 	}
 }

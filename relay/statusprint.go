@@ -10,13 +10,18 @@ import (
 	"github.com/outboxd/outboxd/replication"
 )
 
-// writeStatus prints the report as a table for people: one block per
-// section, then the warnings.
+// WriteText prints the report as a table for people: one block per
+// section, then what blocks outboxd run, then the other warnings.
 func (r StatusReport) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	writeServer(tw, r.Server)
+	fmt.Fprintln(tw)
 	writeSlot(tw, r.Slot)
+	fmt.Fprintln(tw)
 	writePublication(tw, r.Publication)
+	fmt.Fprintln(tw)
 	writeStream(tw, r.Stream)
+	fmt.Fprintln(tw)
 	writeCheckpoint(tw, r.Checkpoint)
 	writeWarnings(tw, r.Warnings)
 	return tw.Flush()
@@ -31,11 +36,30 @@ func section(w io.Writer, title string, p presence) bool {
 	return p.Exists
 }
 
+func writeServer(w io.Writer, s ServerReport) {
+	if !section(w, "postgresql server", s.presence) {
+		return
+	}
+	level := s.WALLevel
+	if level != "logical" {
+		level += "  (outboxd needs logical)"
+	}
+	timeline := fmt.Sprintf("timeline %d", s.Timeline)
+	if s.Timeline == 0 {
+		timeline = "timeline not read on a standby"
+	}
+	rows(w,
+		"wal_level", level,
+		"system", fmt.Sprintf("%s (%s)", s.SystemID, timeline),
+		"WAL flushed to", orNone(s.WALFlushLSN),
+	)
+}
+
 func writeSlot(w io.Writer, s SlotReport) {
 	if !section(w, fmt.Sprintf("slot %s", s.Name), s.presence) {
 		return
 	}
-	active := "no"
+	active := "no  (no process streams from it)"
 	if s.Active {
 		active = fmt.Sprintf("yes, pid %d", s.ActivePID)
 		if s.ActiveApplication != "" {
@@ -54,7 +78,7 @@ func writeSlot(w io.Writer, s SlotReport) {
 }
 
 func writePublication(w io.Writer, p PublicationReport) {
-	if !section(w, fmt.Sprintf("\npublication %s", p.Name), p.presence) {
+	if !section(w, fmt.Sprintf("publication %s", p.Name), p.presence) {
 		return
 	}
 	tables := strings.Join(p.Tables, ", ")
@@ -69,7 +93,7 @@ func writePublication(w io.Writer, p PublicationReport) {
 }
 
 func writeStream(w io.Writer, s StreamReport) {
-	if !section(w, fmt.Sprintf("\nstream %s", s.Name), s.presence) {
+	if !section(w, fmt.Sprintf("stream %s", s.Name), s.presence) {
 		return
 	}
 	rows(w,
@@ -83,7 +107,7 @@ func writeStream(w io.Writer, s StreamReport) {
 }
 
 func writeCheckpoint(w io.Writer, c CheckpointReport) {
-	if !section(w, fmt.Sprintf("\ncheckpoint %s", c.Store), c.presence) {
+	if !section(w, fmt.Sprintf("checkpoint %s", c.Store), c.presence) {
 		return
 	}
 	rows(w,
@@ -93,12 +117,30 @@ func writeCheckpoint(w io.Writer, c CheckpointReport) {
 	)
 }
 
+// writeWarnings lists first what blocks outboxd run, under a heading of
+// its own and only when there is some, then the other warnings.
 func writeWarnings(w io.Writer, warnings []StatusWarning) {
-	if len(warnings) == 0 {
+	var blocking, others []StatusWarning
+	for _, warning := range warnings {
+		if warning.BlocksRun {
+			blocking = append(blocking, warning)
+		} else {
+			others = append(others, warning)
+		}
+	}
+	if len(blocking) > 0 {
+		fmt.Fprintf(w, "\nblocking outboxd run: %d\n", len(blocking))
+		writeList(w, blocking)
+	}
+	if len(others) == 0 {
 		fmt.Fprintln(w, "\nwarnings: none")
 		return
 	}
-	fmt.Fprintf(w, "\nwarnings: %d\n", len(warnings))
+	fmt.Fprintf(w, "\nwarnings: %d\n", len(others))
+	writeList(w, others)
+}
+
+func writeList(w io.Writer, warnings []StatusWarning) {
 	for _, warning := range warnings {
 		// Not through the tab columns: a message is one long line.
 		fmt.Fprintf(w, "  - [%s] %s\n", warning.Code, strings.ReplaceAll(warning.Message, "\t", " "))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,11 +29,18 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Show the slot, publication, stream and checkpoint outboxd run uses, with warnings",
 		Long: `Read, without changing anything, what outboxd run with the same settings would
-use: the replication slot (position, WAL it holds, lag), the publication and its
-tables, the JetStream stream, and the saved checkpoint; then list what needs
-attention. A missing object is shown as missing with the command that creates it.
+use: the PostgreSQL server (wal_level, system identifier, timeline), the
+replication slot (position, WAL it holds, lag), the publication and its tables,
+the JetStream stream, and the saved checkpoint; then list what needs attention.
+A missing object is shown as missing with the command that creates it.
 --json prints the same report for scripts (field names are stable; see docs/operations.md).
-Exits 0 when the report was printed, whatever it says; 1 on bad settings.`,
+
+Exits 0 when nothing blocks outboxd run, warnings or not. Exits 1, after printing
+the whole report, when something does: listed under "blocking outboxd run"
+("blocks_run": true in --json), it is what run refuses to start on (wal_level
+not logical, a missing publication, a stream missing without --create-stream,
+a checkpoint of another cluster or past the server's WAL, ...) or a server that
+does not answer. Bad settings also exit 1, before any report.`,
 		Args: cobra.NoArgs,
 	}, func(cmd *cobra.Command, cfg runConfig) error {
 		if err := opts.validate(cfg); err != nil {
@@ -44,12 +52,19 @@ Exits 0 when the report was printed, whatever it says; 1 on bad settings.`,
 			RetainedMiB: opts.RetainedMiB,
 			ConnectNATS: func() (*nats.Conn, error) { return natsconn.ConnectOnce(cfg.NATSURL, cfg.natsAuth, "outboxd status") },
 		})
+		var err error
 		if opts.JSON {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(report)
+			err = enc.Encode(report)
+		} else {
+			err = report.WriteText(cmd.OutOrStdout())
 		}
-		return report.WriteText(cmd.OutOrStdout())
+		if err == nil && report.BlocksRun {
+			// Printed by main as one line; the report above says what and how to fix it.
+			err = errors.New("status found problems that block outboxd run (see above)")
+		}
+		return err
 	})
 	cmd.Flags().BoolVar(&opts.JSON, "json", opts.JSON, "print the report as JSON (stable field names, documented in docs/operations.md)")
 	cmd.Flags().Int64Var(&opts.RetainedMiB, "warn-retained-mib", opts.RetainedMiB, "warn when an inactive slot retains more than this much WAL, in MiB (0 or more)")

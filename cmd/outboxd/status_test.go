@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,21 +65,23 @@ func TestStatusAndSlotBadInput(t *testing.T) {
 
 // TestStatusMissingEverything: on a bare database and an empty NATS
 // server, status reports each object missing with what creates it, and
-// exits 0; with NATS down, the stream is unreadable and the rest still shows.
+// exits non-zero for those outboxd run cannot do without (the publication,
+// the stream unless --create-stream), not for the slot, which run creates;
+// with NATS down, the stream is unreadable and the rest still shows.
 func TestStatusMissingEverything(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	ns := natstest.Start(t)
 	args := []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--slot", "status_missing", "--json"}
 	out, _, err := execute(t, newRootCommand(), args, nil)
-	if err != nil {
-		t.Fatalf("status: %v", err)
+	if err == nil || err.Error() != errStatusBlocks {
+		t.Errorf("status = %v, want %q", err, errStatusBlocks)
 	}
 	var r map[string]any
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
 	}
 	for section, fix := range map[string]string{
-		"slot":        "outboxd slot create --slot status_missing",
+		"slot":        "outboxd slot create --slot status_missing` (outboxd run also creates it)",
 		"publication": "outboxd migrate",
 		"stream":      "nats stream add OUTBOX",
 		"checkpoint":  "none saved yet",
@@ -88,15 +91,36 @@ func TestStatusMissingEverything(t *testing.T) {
 			t.Errorf("%s = %v, want exists false and a problem naming %q", section, s, fix)
 		}
 	}
-	codes := warningCodes(t, r)
-	if codes != "slot_missing,publication_missing,stream_missing" {
-		t.Errorf("warnings %s, want slot_missing,publication_missing,stream_missing", codes)
+	if codes := warningCodes(t, r); codes != "slot_missing,publication_missing+,stream_missing+" {
+		t.Errorf("warnings %s, want slot_missing,publication_missing+,stream_missing+ (+: blocks_run)", codes)
+	}
+	if r["blocks_run"] != true {
+		t.Errorf("blocks_run = %v, want true", r["blocks_run"])
+	}
+
+	// The table for people: the missing slot is a warning, the rest blocks.
+	out, _, _ = execute(t, newRootCommand(), args[:len(args)-1], nil)
+	blocking, warnings, _ := strings.Cut(out, "\nwarnings: 1\n")
+	if !strings.Contains(blocking, "blocking outboxd run: 2\n  - [publication_missing]") || !strings.Contains(blocking, "\n  - [stream_missing]") ||
+		!strings.HasPrefix(warnings, "  - [slot_missing] replication slot \"status_missing\": replication slot does not exist") {
+		t.Errorf("status lists, want publication_missing and stream_missing blocking, slot_missing a warning:\n%s", out)
+	}
+
+	// With --create-stream, run makes the stream: no longer blocking.
+	out, _, _ = execute(t, newRootCommand(), append(args, "--create-stream"), nil)
+	var created relay.StatusReport
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+	}
+	if codes := reportCodes(created); codes != "slot_missing,publication_missing+,stream_missing" ||
+		created.Stream.Problem != `stream "OUTBOX" does not exist: outboxd run creates it (--create-stream)` {
+		t.Errorf("with --create-stream: warnings %s, stream problem %q; want stream_missing not blocking, saying run creates it", codes, created.Stream.Problem)
 	}
 
 	ns.Shutdown()
 	out, _, err = execute(t, newRootCommand(), args[:len(args)-1], nil)
-	if err != nil {
-		t.Fatalf("status with NATS down: %v", err)
+	if err == nil {
+		t.Errorf("status with NATS down succeeded, want %q", errStatusBlocks)
 	}
 	for _, want := range []string{"stream OUTBOX", "cannot read: connect to NATS", "[stream_unreadable]", "[checkpoint_unreadable]", "[slot_missing]"} {
 		if !strings.Contains(out, want) {
@@ -105,26 +129,32 @@ func TestStatusMissingEverything(t *testing.T) {
 	}
 }
 
+// errStatusBlocks is the error of a status that found what blocks run.
+const errStatusBlocks = "status found problems that block outboxd run (see above)"
+
 // TestStatusUnreachable: a PostgreSQL that does not answer makes the
-// PostgreSQL sections unreadable (status still prints and exits 0, the
-// stream shows); slot info and drop fail naming --pg-url.
+// PostgreSQL sections unreadable (status still prints, the stream shows,
+// and it exits non-zero: run cannot relay); slot info and drop fail naming
+// --pg-url.
 func TestStatusUnreachable(t *testing.T) {
 	ns := natstest.Start(t)
 	addr := freeAddr(t)
 	down := "postgres://outboxd@" + addr + "/app?connect_timeout=2"
-	out, _, err := execute(t, newRootCommand(), []string{"status", "--pg-url", down, "--nats-url", ns.URL(), "--json"}, nil)
-	if err != nil {
-		t.Fatalf("status with PostgreSQL down: %v", err)
+	out, _, err := execute(t, newRootCommand(), []string{"status", "--pg-url", down, "--nats-url", ns.URL(), "--json", "--create-stream"}, nil)
+	if err == nil || err.Error() != errStatusBlocks {
+		t.Errorf("status with PostgreSQL down = %v, want %q", err, errStatusBlocks)
 	}
 	var r map[string]any
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
 	}
-	if codes := warningCodes(t, r); codes != "slot_unreadable,publication_unreadable,stream_missing" {
-		t.Errorf("warnings %s, want slot_unreadable,publication_unreadable,stream_missing", codes)
+	if codes := warningCodes(t, r); codes != "slot_unreadable+,publication_unreadable+,stream_missing" {
+		t.Errorf("warnings %s, want slot_unreadable+,publication_unreadable+,stream_missing", codes)
 	}
-	if p := r["slot"].(map[string]any)["problem"].(string); !strings.Contains(p, "connect to PostgreSQL (--pg-url)") {
-		t.Errorf("slot problem %q, want it to name --pg-url", p)
+	for _, section := range []string{"server", "slot"} {
+		if p := r[section].(map[string]any)["problem"].(string); !strings.Contains(p, "connect to PostgreSQL (--pg-url)") {
+			t.Errorf("%s problem %q, want it to name --pg-url", section, p)
+		}
 	}
 	for _, args := range [][]string{{"slot", "info"}, {"slot", "drop", "--yes"}, {"slot", "create"}} {
 		if _, _, err := execute(t, newRootCommand(), append(args, "--pg-url", down), nil); err == nil ||
@@ -134,12 +164,153 @@ func TestStatusUnreachable(t *testing.T) {
 	}
 }
 
+// TestStatusWALLevel: on a server started with wal_level=replica, status
+// shows the setting, lists it as blocking outboxd run with the fix, and
+// exits non-zero after printing the report, text or JSON; run refuses to
+// start for the same reason.
+func TestStatusWALLevel(t *testing.T) {
+	dsn, _ := pgtest.Start(t, pgtest.WithConf("wal_level", "replica")).MigratedDatabase(t)
+	ns := natstest.Start(t)
+	args := []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--create-stream"}
+	out, _, err := execute(t, newRootCommand(), args, nil)
+	if err == nil || err.Error() != errStatusBlocks {
+		t.Errorf("status = %v, want %q", err, errStatusBlocks)
+	}
+	t.Logf("outboxd status:\n%s", out)
+	const problem = `server setting wal_level is "replica", logical replication needs "logical": outboxd run refuses to start ` +
+		"and no replication slot can be created; fix: ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL"
+	words := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"postgresql server wal_level replica (outboxd needs logical)",
+		"blocking outboxd run: 1 - [wal_level_not_logical] " + problem} {
+		if !strings.Contains(words, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = execute(t, newRootCommand(), append(args, "--json"), nil)
+	var r relay.StatusReport
+	if jsonErr := json.Unmarshal([]byte(out), &r); jsonErr != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", jsonErr, out)
+	}
+	if err == nil || r.Server.WALLevel != "replica" || !r.BlocksRun || reportCodes(r) != "wal_level_not_logical+,slot_missing,stream_missing" ||
+		r.Warnings[0].Message != problem {
+		t.Errorf("status --json = %v, wal_level %q, blocks_run %v, warnings %+v; want replica, blocking run with wal_level_not_logical",
+			err, r.Server.WALLevel, r.BlocksRun, r.Warnings)
+	}
+
+	cfg := defaultRunConfig()
+	cfg.PGURL, cfg.NATSURL, cfg.CreateStream, cfg.MetricsAddr = dsn, ns.URL(), true, freeAddr(t)
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := runRelay(context.Background(), cfg, zerolog.Nop()); err == nil ||
+		!strings.Contains(err.Error(), `is "replica", logical replication needs "logical"`) || !strings.Contains(err.Error(), "ALTER SYSTEM SET wal_level = logical") {
+		t.Errorf("run = %v, want it to refuse wal_level replica as status says", err)
+	}
+}
+
+// TestStatusCheckpointAgainstServer: a checkpoint that outboxd run refuses
+// on this server (one of another cluster, of another timeline, or past the
+// end of the server's WAL) is listed as blocking run, in run's own words
+// and with the way out; run indeed refuses it, and status exits non-zero.
+func TestStatusCheckpointAgainstServer(t *testing.T) {
+	otherDSN := pgtest.Start(t).NewDatabase(t) // a cluster of its own: another system identifier
+	dsn, conn := pgtest.Shared(t).MigratedDatabase(t)
+	ns := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	systemID := func(dsn string) string {
+		t.Helper()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		var id string
+		if err := c.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	here, other := systemID(dsn), systemID(otherDSN)
+	const slot = "status_identity"
+	if _, _, err := execute(t, newRootCommand(), []string{"slot", "create", "--pg-url", dsn, "--slot", slot}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var confirmed, end pglogrepl.LSN
+	if err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn, pg_current_wal_flush_lsn() FROM pg_replication_slots WHERE slot_name = $1", slot).
+		Scan(&confirmed, &end); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		saved   checkpoint.Checkpoint
+		code    string
+		runSays string // in run's refusal and status's warning
+	}{
+		{"another cluster", checkpoint.Checkpoint{LSN: confirmed, SystemID: other, Timeline: 1, Slot: slot},
+			"checkpoint_other_cluster", fmt.Sprintf("checkpoint system_id is %q but the server reports %q: outboxd is connected to a different database cluster", other, here)},
+		{"another timeline", checkpoint.Checkpoint{LSN: confirmed, SystemID: here, Timeline: 2, Slot: slot},
+			"checkpoint_other_timeline", `checkpoint timeline is "2" but the server reports "1"`},
+		{"past the server's WAL", checkpoint.Checkpoint{LSN: end + 1<<30, SystemID: here, Timeline: 1, Slot: slot, SavedAt: time.Now()},
+			"checkpoint_past_server_wal", "past the end of the server's WAL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoint.json")
+			if err := checkpoint.NewFileStore(path).Save(ctx, tt.saved); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := execute(t, newRootCommand(), []string{"status", "--pg-url", dsn, "--nats-url", ns.URL(), "--slot", slot,
+				"--checkpoint", "file:" + path, "--create-stream", "--json"}, nil)
+			if err == nil || err.Error() != errStatusBlocks {
+				t.Errorf("status = %v, want %q", err, errStatusBlocks)
+			}
+			var r relay.StatusReport
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+			}
+			var blocking []relay.StatusWarning
+			for _, w := range r.Warnings {
+				if w.BlocksRun {
+					blocking = append(blocking, w)
+				}
+			}
+			if len(blocking) != 1 || blocking[0].Code != tt.code {
+				t.Fatalf("warnings %s, want %s+ alone blocking run: %+v", reportCodes(r), tt.code, r.Warnings)
+			}
+			got := blocking[0].Message
+
+			cfg := defaultRunConfig()
+			cfg.PGURL, cfg.NATSURL, cfg.Slot, cfg.CreateStream, cfg.MetricsAddr = dsn, ns.URL(), slot, true, freeAddr(t)
+			cfg.Checkpoint = "file:" + path
+			if err := cfg.validate(); err != nil {
+				t.Fatal(err)
+			}
+			runErr := runRelay(ctx, cfg, zerolog.Nop())
+			if runErr == nil || !strings.Contains(runErr.Error(), tt.runSays) {
+				t.Fatalf("run = %v, want it to refuse: %s", runErr, tt.runSays)
+			}
+			// Run's refusal, word for word but for where the server's WAL
+			// ended when each looked, and the way out (deleting the file).
+			if !strings.Contains(lsnsAside(got), lsnsAside(runErr.Error())) || !strings.Contains(got, "rm "+path) {
+				t.Errorf("%s says\n  %s\nwant it to hold run's refusal\n  %s\nand how to delete the checkpoint (rm %s)", tt.code, got, runErr, path)
+			}
+		})
+	}
+}
+
+// lsnsAside replaces every WAL position in s with X/Y.
+func lsnsAside(s string) string { return lsnPattern.ReplaceAllString(s, "X/Y") }
+
+var lsnPattern = regexp.MustCompile(`\b[0-9A-F]{1,8}/[0-9A-F]{1,8}\b`)
+
 // TestStatusSyncAlways: stream_single_replica is about a single replica
 // on a server that does not fsync every write: absent when the monitoring
 // endpoint says sync_interval always, a warning that it cannot tell without
 // --nats-monitor-url, stream_durability_unknown when that URL does not answer.
 func TestStatusSyncAlways(t *testing.T) {
-	dsn := pgtest.Shared(t).NewDatabase(t)
+	dsn, _ := pgtest.Shared(t).MigratedDatabase(t)
 	ns := natstest.Start(t, natstest.WithMonitoring(), natstest.WithSyncAlways())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -184,11 +355,17 @@ func TestStatusSyncAlways(t *testing.T) {
 	}
 }
 
+// warningCodes lists the codes of the warnings, each one that blocks run
+// with a "+".
 func warningCodes(t *testing.T, r map[string]any) string {
 	t.Helper()
 	var codes []string
 	for _, w := range r["warnings"].([]any) {
-		codes = append(codes, w.(map[string]any)["code"].(string))
+		code := w.(map[string]any)["code"].(string)
+		if w.(map[string]any)["blocks_run"] == true {
+			code += "+"
+		}
+		codes = append(codes, code)
 	}
 	return strings.Join(codes, ",")
 }
@@ -345,9 +522,12 @@ func holdSlot(t *testing.T, dsn string, conn *pgx.Conn, slot string) int32 {
 // PostgreSQL and NATS server, streams events, and holds status's report to
 // what pg_replication_slots, the stream and the checkpoint store say: while
 // the relay streams (slot active, drop refused), after it stopped (exact
-// positions, the idle slot's retained WAL, no checkpoint warning though the
-// idle relay confirmed past other tables' WAL), and after the slot was
-// advanced behind the relay's back (checkpoint behind slot).
+// positions, the server's identity as pg_control_system() and the
+// relay's checkpoint (from IDENTIFY_SYSTEM) have it, the idle slot's
+// retained WAL, no checkpoint warning though the idle relay confirmed past
+// other tables' WAL), after the slot was advanced behind the relay's back
+// (checkpoint behind slot, blocking run), and after it was dropped (a slot
+// missing while the checkpoint stays: run's own refusal).
 func TestStatusAgainstRealSlot(t *testing.T) {
 	const events, slot = 50, "status_real"
 	ns := natstest.Start(t, natstest.WithMonitoring()) // no sync always: a single replica is at risk
@@ -369,12 +549,12 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	status := func(extra ...string) relay.StatusReport {
 		t.Helper()
 		out, _, err := execute(t, newRootCommand(), append(append(args, extra...), "--json"), nil)
-		if err != nil {
-			t.Fatalf("status: %v", err)
-		}
 		var r relay.StatusReport
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+		}
+		if (err != nil || r.BlocksRun) && (err == nil || err.Error() != errStatusBlocks || !r.BlocksRun) {
+			t.Fatalf("status = %v with blocks_run %v, want %q exactly when blocks_run", err, r.BlocksRun, errStatusBlocks)
 		}
 		return r
 	}
@@ -387,15 +567,52 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	testsync.Eventually(t, 30*time.Second, testsync.Until("the slot is active", func() bool {
 		return conn.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active", slot).Scan(&pid) == nil
 	}))
-	for i := range events {
-		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
-			VALUES (gen_random_uuid(), 'order', $1, 'Created', '{}')`, fmt.Sprint(i%7)); err != nil {
-			t.Fatal(err)
+	// The slot is active already while the relay creates it: a row
+	// committed before its consistent point would never be streamed. The
+	// first checkpoint, at that point, is saved once it is made.
+	var store *checkpoint.KVStore
+	testsync.Eventually(t, 30*time.Second, testsync.Until("the first checkpoint", func() bool {
+		var err error
+		if store == nil {
+			store, err = checkpoint.OpenKVStore(ctx, js, cfg.relay.Checkpoint.Bucket, slot)
 		}
-	}
-	store, err := checkpoint.NewKVStore(ctx, js, cfg.relay.Checkpoint.Bucket, slot)
-	if err != nil {
-		t.Fatal(err)
+		if err == nil {
+			_, err = store.Load(ctx)
+		}
+		return err == nil
+	}))
+	// The events arrive while status reads: the relay saves checkpoints
+	// meanwhile, which must never read as past the server's WAL.
+	writeCtx, stopWriting := context.WithCancel(ctx)
+	inserted := make(chan error, 1)
+	go func() {
+		for i := range events {
+			if _, err := conn.Exec(writeCtx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+				VALUES (gen_random_uuid(), 'order', $1, 'Created', '{}')`, fmt.Sprint(i%7)); err != nil {
+				inserted <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		inserted <- nil
+	}()
+	writing := true
+	t.Cleanup(func() { // before conn closes
+		if stopWriting(); writing {
+			<-inserted
+		}
+	})
+	for writing {
+		if r := status(); r.BlocksRun {
+			t.Errorf("status while events stream blocks run: %+v", r.Warnings)
+		}
+		select {
+		case err := <-inserted:
+			if writing = false; err != nil {
+				t.Fatal(err)
+			}
+		default:
+		}
 	}
 	var lastInsert pglogrepl.LSN
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&lastInsert); err != nil {
@@ -460,6 +677,17 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var systemID string
+	if err := conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&systemID); err != nil {
+		t.Fatal(err)
+	}
+	walEnd, _ := pglogrepl.ParseLSN(r.Server.WALFlushLSN)
+	// The checkpoint holds what IDENTIFY_SYSTEM told the relay.
+	if s := r.Server; !s.Exists || s.WALLevel != "logical" || s.SystemID != systemID || s.SystemID != r.Checkpoint.SystemID ||
+		s.Timeline != r.Checkpoint.Timeline || s.Timeline != 1 || walEnd < cp.LSN {
+		t.Errorf("server = %+v, want wal_level logical, system %s, and the checkpoint's identity %s/%d, WAL past its %s",
+			s, systemID, r.Checkpoint.SystemID, r.Checkpoint.Timeline, r.Checkpoint.LSN)
+	}
 	if !r.Checkpoint.Exists || r.Checkpoint.Store != "kv:outboxd/"+slot || r.Checkpoint.LSN != cp.LSN.String() ||
 		r.Checkpoint.SavedAt != cp.SavedAt.UTC().Format(time.RFC3339) || r.Checkpoint.Slot != slot {
 		t.Errorf("checkpoint = %+v, want the store's %+v", r.Checkpoint, cp)
@@ -489,30 +717,62 @@ func TestStatusAgainstRealSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = status()
-	if codes := reportCodes(r); codes != "stream_single_replica,checkpoint_behind_slot" {
-		t.Errorf("warnings after the slot was advanced = %s, want stream_single_replica,checkpoint_behind_slot", codes)
+	if codes := reportCodes(r); codes != "stream_single_replica,checkpoint_behind_slot+" {
+		t.Errorf("warnings after the slot was advanced = %s, want stream_single_replica,checkpoint_behind_slot+", codes)
+	}
+	if codes := reportCodes(status("--allow-gap")); codes != "stream_single_replica,checkpoint_behind_slot" {
+		t.Errorf("warnings with --allow-gap = %s, want checkpoint_behind_slot not blocking run", codes)
 	}
 
 	// The table for people shows the same.
 	out, _, err := execute(t, newRootCommand(), args, nil)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil || err.Error() != errStatusBlocks {
+		t.Errorf("status = %v, want %q", err, errStatusBlocks)
 	}
 	t.Logf("outboxd status:\n%s", out)
 	words := strings.Join(strings.Fields(out), " ") // the columns' widths aside
-	for _, want := range []string{"slot " + slot + " plugin pgoutput (logical slot", "active no", "confirmed_flush_lsn " + r.Slot.ConfirmedFlushLSN,
+	for _, want := range []string{"postgresql server wal_level logical system " + r.Server.SystemID + " (timeline 1) WAL flushed to ",
+		"slot " + slot + " plugin pgoutput (logical slot", "active no (no process streams from it)", "confirmed_flush_lsn " + r.Slot.ConfirmedFlushLSN,
 		"publication outboxd publishes inserts yes tables \"public\".\"outbox\"",
 		"stream OUTBOX subjects outbox.>", "messages " + strconv.Itoa(events), "replicas 1", "duplicate window 2m0s",
-		"checkpoint kv:outboxd/" + slot + " lsn " + r.Checkpoint.LSN, "warnings: 2", "[stream_single_replica]", "[checkpoint_behind_slot]"} {
+		"checkpoint kv:outboxd/" + slot + " lsn " + r.Checkpoint.LSN,
+		"blocking outboxd run: 1 - [checkpoint_behind_slot]", "warnings: 1 - [stream_single_replica]"} {
 		if !strings.Contains(words, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)
 		}
 	}
+
+	// The slot dropped while the checkpoint stays: run refuses, and status
+	// says so as run does.
+	if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
+		t.Fatal(err)
+	}
+	r = status()
+	var missing relay.StatusWarning
+	for _, w := range r.Warnings {
+		if w.Code == "slot_missing" {
+			missing = w
+		}
+	}
+	runErr := runRelay(ctx, cfg, zerolog.Nop())
+	const refusal = "the slot was dropped, so events committed since then are not in WAL any more"
+	if runErr == nil || !strings.Contains(runErr.Error(), refusal) {
+		t.Fatalf("run without the slot = %v, want it to refuse: %s", runErr, refusal)
+	}
+	runSaid, _, _ := strings.Cut(runErr.Error(), refusal)
+	if !missing.BlocksRun || !strings.HasPrefix(missing.Message, runSaid+refusal) || !strings.Contains(missing.Message, "outboxd run refuses to start") ||
+		!strings.Contains(missing.Message, "nats kv del outboxd "+slot) {
+		t.Errorf("slot_missing = %+v, want it blocking, starting as run's refusal %q, naming how to delete the checkpoint", missing, runErr)
+	}
 }
 
+// reportCodes is warningCodes of a parsed report.
 func reportCodes(r relay.StatusReport) string {
 	var codes []string
 	for _, w := range r.Warnings {
+		if w.BlocksRun {
+			w.Code += "+"
+		}
 		codes = append(codes, w.Code)
 	}
 	return strings.Join(codes, ",")
