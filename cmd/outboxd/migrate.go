@@ -36,6 +36,15 @@ or CREATEROLE with REPLICATION) and to grant on the table (its owner).`,
 				return err
 			}
 			defer conn.Close(cmd.Context())
+			level, err := relay.ReadWALLevel(cmd.Context(), conn)
+			if err != nil {
+				return err
+			}
+			if problem := relay.WALLevelProblem(level); problem != "" {
+				// The schema does not need it, so migrate goes on: the
+				// warning is for the outboxd run that follows.
+				fmt.Fprintln(cmd.ErrOrStderr(), "outboxd: warning:", problem)
+			}
 			applied, err := migrations.Apply(cmd.Context(), conn)
 			for _, name := range applied {
 				fmt.Fprintln(cmd.OutOrStdout(), "applied", name)
