@@ -162,7 +162,7 @@ func saveBackfilled(ctx context.Context, cfg Config, nc *nats.Conn, stream *repl
 // start (stream, dead-letter subject, database objects) and that this is a
 // first start: no slot and no checkpoint for it yet.
 func checkBackfillTargets(ctx context.Context, cfg BackfillConfig, js jetstream.JetStream, nc *nats.Conn, log zerolog.Logger) error {
-	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.Subject, cfg.CreateStream)
+	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.Subject, cfg.CreateStream, sink.WithDeadLetter(cfg.DeadLetter))
 	if err != nil {
 		return err
 	}

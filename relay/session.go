@@ -34,7 +34,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	if err != nil {
 		return err
 	}
-	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.Subject, cfg.CreateStream)
+	warnings, err := sink.EnsureStream(ctx, js, cfg.Stream, cfg.Subject, cfg.CreateStream, sink.WithDeadLetter(cfg.DeadLetter))
 	if err != nil {
 		return err
 	}

@@ -205,20 +205,8 @@ func (c *runConfig) validate() error {
 		// pgconn's message quotes the URL with its password masked.
 		return fmt.Errorf("--pg-url: %v: use postgres://user@host:5432/dbname (or key=value pairs: host=... dbname=...)", err)
 	}
-	// A list as nats.Connect reads it: comma-separated, spaces around each
-	// URL allowed, empty entries skipped.
-	urls := 0
-	for _, u := range strings.Split(c.NATSURL, ",") {
-		if u = strings.TrimSpace(u); u == "" {
-			continue
-		}
-		if _, err := url.Parse(u); err != nil {
-			return fmt.Errorf("--nats-url %q is not a URL: use nats://host:4222", c.NATSURL)
-		}
-		urls++
-	}
-	if urls == 0 {
-		return fmt.Errorf("--nats-url %q is not a URL: use nats://host:4222", c.NATSURL)
+	if err := natsconn.ValidateURL(c.NATSURL); err != nil {
+		return err
 	}
 	if c.NATSMonitorURL != "" {
 		if u, err := url.Parse(c.NATSMonitorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
