@@ -154,9 +154,9 @@ func TestRowErrors(t *testing.T) {
 			want:   []string{`column "event_type"`, `{event_type}`, "not a valid subject token"},
 		},
 		{
-			name:   "header value that is not a string",
-			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'order', '1', 'Created', '{}', '{"retries": 3}')`,
-			want:   []string{`column "headers"`, `"retries"`, "want a string"},
+			name:   "header value that is an object",
+			insert: `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'order', '1', 'Created', '{}', '{"retries": {"n": 3}}')`,
+			want:   []string{`column "headers"`, `"retries"`, "a header value must be a string, a number, a boolean or null"},
 		},
 	}
 	pg := pgtest.Shared(t)
@@ -253,7 +253,7 @@ func TestDeadLetter(t *testing.T) {
 	big := strings.Repeat("x", 9000)
 	rows := []row{
 		{values: `('good-1', 'order', '1', 'Created', '{"ok": 1}', NULL, now())`},
-		{values: `('hdr-number', 'order', '1', 'Created', '{"n": 1}', '{"retries": 3}', now())`, dead: "want a string", original: "outbox.order.Created", body: `{"n": 1}`},
+		{values: `('hdr-object', 'order', '1', 'Created', '{"n": 1}', '{"retries": {"n": 3}}', now())`, dead: "a header value must be", original: "outbox.order.Created", body: `{"n": 1}`},
 		{values: `('hdr-name', 'order', '1', 'Created', '{"n": 2}', '{"trace id": "x"}', now())`, dead: "not a valid NATS header name", original: "outbox.order.Created", body: `{"n": 2}`},
 		{values: `('hdr-control', 'order', '1', 'Created', '{"n": 3}', '{"trace": "a\nb"}', now())`, dead: "control character", original: "outbox.order.Created", body: `{"n": 3}`},
 		{values: `('hdr-array', 'order', '1', 'Created', '{"n": 4}', '[1, 2]', now())`, dead: "headers", original: "outbox.order.Created", body: `{"n": 4}`},
