@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/internal/testenv/natstest"
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
@@ -322,6 +323,11 @@ func TestDeadLetter(t *testing.T) {
 // captures stops outboxd at start, before any row could be lost there.
 func TestDeadLetterSubjectNotCaptured(t *testing.T) {
 	e := newEnv(t, pgtest.Shared(t), true)
+	// A stream that exists already is never changed: one that --create-stream
+	// makes captures the dead-letter subject too (sink.WithDeadLetter).
+	if _, err := e.js().CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName, Subjects: []string{"outbox.>"}}); err != nil {
+		t.Fatal(err)
+	}
 	e.expectExit(e.args("--dead-letter", "elsewhere.dead"), `no stream captures subject "elsewhere.dead"`, "--dead-letter")
 }
 
