@@ -38,10 +38,18 @@ func ParseColumns(s string) (Columns, error) {
 	if err != nil {
 		return Columns{}, fmt.Errorf("column mapping %q: %w", s, err)
 	}
+	var headerCols []HeaderColumn
 	for _, e := range entries {
+		if name, ok := strings.CutPrefix(e.field, headerEntryPrefix); ok {
+			if len(e.keys) > 0 {
+				return Columns{}, fmt.Errorf("column mapping %q: %s=%s%s: %w", s, e.field, quoteName(e.column), mustPath(e.keys), errNoPath)
+			}
+			headerCols = append(headerCols, HeaderColumn{Name: name, Column: e.column})
+			continue
+		}
 		f, ok := fieldByKey(e.field)
 		if !ok {
-			return Columns{}, fmt.Errorf("column mapping %q: unknown field %q: use %s", s, e.field, strings.Join(FieldNames, ", "))
+			return Columns{}, fmt.Errorf("column mapping %q: unknown field %q: use %s, or header.NAME for a header from a column", s, e.field, strings.Join(FieldNames, ", "))
 		}
 		if names[f] != "" {
 			return Columns{}, fmt.Errorf("column mapping %q: field %s is mapped twice (to %q and %q): map each field once", s, e.field, names[f], e.column)
@@ -58,7 +66,11 @@ func ParseColumns(s string) (Columns, error) {
 	}
 	c := columnsOf(names)
 	c.PayloadPath, c.HeadersPath = paths[fPayload], paths[fHeaders]
+	c.HeaderColumns = headerCols
 	if err := c.checkRequired(); err != nil {
+		return Columns{}, fmt.Errorf("column mapping %q: %w", s, err)
+	}
+	if err := checkHeaderColumns(headerCols); err != nil {
 		return Columns{}, fmt.Errorf("column mapping %q: %w", s, err)
 	}
 	return c, nil
@@ -89,6 +101,9 @@ func (c Columns) String() string {
 		b.WriteByte('=')
 		b.WriteString(quoteName(col))
 		b.WriteString(c.path(field(f)).String())
+	}
+	for _, h := range c.HeaderColumns {
+		fmt.Fprintf(&b, ",%s%s=%s", headerEntryPrefix, h.Name, quoteName(h.Column))
 	}
 	return b.String()
 }
@@ -136,6 +151,11 @@ func (c Columns) Names() []string {
 			names = append(names, name)
 		}
 	}
+	for _, h := range c.HeaderColumns {
+		if !containsString(names, h.Column) {
+			names = append(names, h.Column)
+		}
+	}
 	return names
 }
 
@@ -148,6 +168,9 @@ func (c Columns) CheckTable(table string, cols []TableColumn) error {
 		return err
 	}
 	if _, err := checkMapping(table, c, cols); err != nil {
+		return err
+	}
+	if _, err := mapHeaderColumns(table, c.HeaderColumns, cols); err != nil {
 		return err
 	}
 	return nil

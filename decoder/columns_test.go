@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -47,6 +48,24 @@ func TestParseColumns(t *testing.T) {
 		},
 		{name: "a key of digits is a key", in: "id=Id,headers=H->0,payload=P", want: Columns{ID: "Id", Headers: "H", Payload: "P", HeadersPath: jsonPath("0")}},
 		{name: "column name with an arrow, quoted", in: `id=Id,payload="a->b"`, want: Columns{ID: "Id", Payload: "a->b"}},
+		{
+			name: "MassTransit: a header from a column",
+			in:   "id=MessageId,payload=Body,headers=Headers,header.Content-Type=ContentType",
+			want: Columns{ID: "MessageId", Payload: "Body", Headers: "Headers", HeaderColumns: []HeaderColumn{{Name: "Content-Type", Column: "ContentType"}}},
+		},
+		{
+			name: "two header columns, one quoted",
+			in:   `id=Id,header.tenant=Tenant,payload=P,header.Conversation-Id="Conversation,Id"`,
+			want: Columns{ID: "Id", Payload: "P", HeaderColumns: []HeaderColumn{{Name: "tenant", Column: "Tenant"}, {Name: "Conversation-Id", Column: "Conversation,Id"}}},
+		},
+
+		{name: "header name not a NATS header name", in: "id=Id,payload=P,header.Content Type=C", wantErr: `header.Content Type=C: header "Content Type", which is not a valid NATS header name`},
+		{name: "header name with a colon", in: "id=Id,payload=P,header.a:b=C", wantErr: `which is not a valid NATS header name`},
+		{name: "empty header name", in: "id=Id,payload=P,header.=C", wantErr: `header "", which is not a valid NATS header name`},
+		{name: "Nats- header", in: "id=Id,payload=P,header.Nats-Msg-Id=C", wantErr: "headers starting with Nats- are set by JetStream and outboxd, not by a column: choose another name"},
+		{name: "Outbox- header, any case", in: "id=Id,payload=P,header.outbox-lsn=C", wantErr: "headers starting with Outbox- are set by JetStream and outboxd"},
+		{name: "header mapped twice", in: "id=Id,payload=P,header.a=B,header.a=C", wantErr: `header a is mapped twice (to "B" and "C"): map each header once`},
+		{name: "path on a header column", in: "id=Id,payload=P,header.a=C->k", wantErr: "header.a=C->k: a JSON path (->) is supported for payload and headers only"},
 
 		{name: "empty key", in: "id=Id,payload=Content->", wantErr: "field payload: empty JSON path key: name the key after ->, e.g. payload=Content->Value"},
 		{name: "empty key before a comma", in: "id=Id,payload=Content->,headers=H", wantErr: "field payload: empty JSON path key"},
@@ -59,7 +78,7 @@ func TestParseColumns(t *testing.T) {
 		{name: "key holding a NUL", in: "id=Id,payload=Content->\"a\x00b\"", wantErr: "JSON path key \"a\\x00b\" holds a NUL character"},
 
 		{name: "empty", in: "", wantErr: "is empty"},
-		{name: "unknown field", in: "id=Id,evnt_type=Topic,payload=P", wantErr: `unknown field "evnt_type": use id, aggregate_type, aggregate_id, event_type, payload, headers, created_at`},
+		{name: "unknown field", in: "id=Id,evnt_type=Topic,payload=P", wantErr: `unknown field "evnt_type": use id, aggregate_type, aggregate_id, event_type, payload, headers, created_at, or header.NAME for a header from a column`},
 		{name: "field case matters", in: "ID=Id,payload=P", wantErr: `unknown field "ID"`},
 		{name: "id missing", in: "event_type=Topic,payload=P", wantErr: "field id is not mapped: every event needs one (id and payload are required), e.g. id=id"},
 		{name: "payload missing", in: "id=Id,event_type=Topic", wantErr: "field payload is not mapped"},
@@ -84,11 +103,11 @@ func TestParseColumns(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tt.want {
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("ParseColumns(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 			}
 			again, err := ParseColumns(got.String())
-			if err != nil || again != got {
+			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Fatalf("ParseColumns(String()) = %+v, %v; want %+v (String %q)", again, err, got, got.String())
 			}
 		})
@@ -130,6 +149,11 @@ func TestColumnsCheckTable(t *testing.T) {
 		{name: "timestamp payload", cols: Columns{ID: "Id", Payload: "CreatedAt"}, table: outboxMessage,
 			wantErr: `column "CreatedAt" has type timestamptz, but field payload accepts jsonb, json, text, varchar or bytea`},
 		{name: "required field unmapped", cols: Columns{ID: "Id"}, table: outboxMessage, wantErr: "field payload is not mapped"},
+		{name: "header columns of any type but bytea", cols: withHeaders(Columns{ID: "Id", Payload: "Payload"}, "Topic", "Status", "CreatedAt", "Id"), table: outboxMessage},
+		{name: "header column missing", cols: withHeaders(Columns{ID: "Id", Payload: "Payload"}, "ContentType"), table: outboxMessage,
+			wantErr: `column "ContentType" does not exist (header H0 is mapped to it); the table has "Id", "AggregateType"`},
+		{name: "bytea header column", cols: withHeaders(Columns{ID: "Id", Payload: "Id"}, "Body"), table: []TableColumn{{Name: "Id", Type: oidText}, {Name: "Body", Type: oidBytea}},
+			wantErr: `column "Body" has type bytea, which is no header value (header H0 is mapped to it): map the header to a text column`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,6 +177,14 @@ func TestColumnsCheckTable(t *testing.T) {
 
 // TestMappedTable decodes a row of the C# OutboxMessage table with only
 // some fields mapped, and reads placeholders by column and by field name.
+// withHeaders maps headers H0, H1, ... to the columns.
+func withHeaders(c Columns, columns ...string) Columns {
+	for i, col := range columns {
+		c.HeaderColumns = append(c.HeaderColumns, HeaderColumn{Name: fmt.Sprintf("H%d", i), Column: col})
+	}
+	return c
+}
+
 func TestMappedTable(t *testing.T) {
 	cfg := Config{Table: "OutboxMessage", Columns: Columns{ID: "Id", EventType: "Topic", Payload: "Payload", CreatedAt: "CreatedAt"}}
 	cols := []col{{name: "Id", oid: oidUUID}, {name: "AggregateType", oid: oidText}, {name: "Topic", oid: oidText},

@@ -40,6 +40,41 @@ type Columns struct {
 	// HeadersPath, when set, reads the headers from the object at this
 	// path in the Headers column. Default: the whole column.
 	HeadersPath JSONPath
+	// HeadersFormat is how the Headers column is written: HeadersJSON (the
+	// default, "") or HeadersProperties (Java properties text, as
+	// Debezium's tracingspancontext).
+	HeadersFormat HeadersFormat
+	// HeaderColumns are headers each read from a column of their own (its
+	// text value; NULL leaves the header out), set after those of the
+	// Headers column: a name in both gets the column's value. Default none.
+	HeaderColumns []HeaderColumn
+}
+
+// HeaderColumn is one header whose value is a column's.
+type HeaderColumn struct {
+	// Name is the header's name: a valid NATS header name outside the
+	// Nats- and Outbox- prefixes, which JetStream and outboxd set.
+	Name string
+	// Column is the table's column, any type but bytea; the header is
+	// its text form (a uuid, an integer, a timestamp as PostgreSQL writes it).
+	Column string
+}
+
+// HeadersFormat is the text format of the Headers column.
+type HeadersFormat string
+
+// The formats of the Headers column.
+const (
+	// HeadersJSON is a JSON object (event.ParseHeaders).
+	HeadersJSON HeadersFormat = ""
+	// HeadersProperties is Java properties text (event.ParseProperties).
+	HeadersProperties HeadersFormat = "properties"
+)
+
+// isZero reports whether c is the zero value, which means DefaultColumns.
+func (c Columns) isZero() bool {
+	return fieldColumns(c) == [numFields]string{} && c.PayloadPath.IsZero() && c.HeadersPath.IsZero() &&
+		c.HeadersFormat == HeadersJSON && len(c.HeaderColumns) == 0
 }
 
 // DefaultColumns returns the column names of the outbox table that
@@ -198,7 +233,7 @@ func New(cfg Config) (*Decoder, error) {
 	if cfg.Table == "" {
 		cfg.Table = "outbox"
 	}
-	if cfg.Columns == (Columns{}) {
+	if cfg.Columns.isZero() {
 		cfg.Columns = DefaultColumns()
 	}
 	def := DefaultColumns()
@@ -211,6 +246,9 @@ func New(cfg Config) (*Decoder, error) {
 		if !cfg.Columns.path(f).IsZero() && cols[f] == "" {
 			return nil, fmt.Errorf("decoder config: Columns.%sPath is set, but Columns.%s is empty: name the column the path reads", fieldNames[f], fieldNames[f])
 		}
+	}
+	if err := cfg.Columns.CheckHeaders(); err != nil {
+		return nil, fmt.Errorf("decoder config: %w", err)
 	}
 	if cfg.Spool != nil {
 		if err := cfg.Spool.reset(); err != nil {

@@ -176,6 +176,14 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 			return nil, rowErr(fHeaders, eventID(), kindReason(v.kind))
 		}
 	}
+	if len(d.columns.HeaderColumns) > 0 {
+		h, column, reason := d.columnHeaders(rel, tuple, headers)
+		if reason != "" {
+			return nil, &event.RowError{EventID: eventID(), Xid: d.tx.Xid, LSN: walStart, Column: column, Reason: reason,
+				Row: d.partialEvent(walStart, rel, tuple, vals), Ordinal: d.events}
+		}
+		headers = h
+	}
 
 	ev := newRowEvent(rel, tuple)
 	if rel.fieldCol[fCreatedAt] >= 0 {
@@ -219,6 +227,13 @@ func (d *Decoder) newEvent(walStart pglogrepl.LSN, rel *relation, tuple []byte, 
 // headers reads the headers column's value v (at Columns.HeadersPath), or
 // says why it cannot be read.
 func (d *Decoder) headers(rel *relation, v []byte) ([]event.Header, string) {
+	if d.columns.HeadersFormat == HeadersProperties {
+		h, err := event.ParseProperties(v)
+		if err != nil {
+			return nil, err.Error()
+		}
+		return h, ""
+	}
 	path := d.columns.HeadersPath
 	if !path.IsZero() {
 		obj, err := path.lookup(v)
@@ -273,6 +288,11 @@ func (d *Decoder) partialEvent(walStart pglogrepl.LSN, rel *relation, tuple []by
 	}
 	if rel.fieldCol[fHeaders] >= 0 && vals[fHeaders].kind == 't' {
 		ev.Headers, _ = d.headers(rel, vals[fHeaders].val) // a dead letter without them still has its reason
+	}
+	if len(d.columns.HeaderColumns) > 0 {
+		if hs, _, reason := d.columnHeaders(rel, tuple, ev.Headers); reason == "" {
+			ev.Headers = hs
+		}
 	}
 	return ev
 }

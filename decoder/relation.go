@@ -164,6 +164,8 @@ type relation struct {
 	// (one column may feed several fields).
 	fieldCol [numFields]int
 	fieldsOf []uint8
+	// headerCol is the column index of each Columns.HeaderColumns entry.
+	headerCol []int
 }
 
 func (rel *relation) column(name string) int {
@@ -242,8 +244,12 @@ func (d *Decoder) mapColumns(rel *relation) *SchemaError {
 	for i, c := range rel.cols {
 		cols[i] = TableColumn{Name: c.name, Type: c.typ}
 	}
-	fieldCol, err := checkMapping(rel.namespace+"."+rel.name, d.columns, cols)
+	table := rel.namespace + "." + rel.name
+	fieldCol, err := checkMapping(table, d.columns, cols)
 	if err != nil {
+		return err
+	}
+	if rel.headerCol, err = mapHeaderColumns(table, d.columns.HeaderColumns, cols); err != nil {
 		return err
 	}
 	rel.fieldCol = fieldCol
@@ -277,13 +283,9 @@ func checkMapping(table string, c Columns, cols []TableColumn) ([numFields]int, 
 		}
 		i := slices.IndexFunc(cols, func(tc TableColumn) bool { return tc.Name == names[f] })
 		if i < 0 {
-			have := make([]string, len(cols))
-			for j, tc := range cols {
-				have[j] = strconv.Quote(tc.Name)
-			}
 			return fieldCol, &SchemaError{Table: table, Column: names[f],
 				Reason: fmt.Sprintf("does not exist (field %s is mapped to it); the table has %s: map %s to one of those (names are case-sensitive), or add the column (a publication column list must include it)",
-					fieldKeys[f], strings.Join(have, ", "), fieldKeys[f])}
+					fieldKeys[f], columnList(cols), fieldKeys[f])}
 		}
 		if types, what := acceptedTypes(c, f); !typeIn(cols[i].Type, types) {
 			return fieldCol, &SchemaError{Table: table, Column: names[f],
@@ -293,6 +295,15 @@ func checkMapping(table string, c Columns, cols []TableColumn) ([numFields]int, 
 		fieldCol[f] = i
 	}
 	return fieldCol, nil
+}
+
+// columnList names the table's columns for an error, quoted.
+func columnList(cols []TableColumn) string {
+	have := make([]string, len(cols))
+	for j, tc := range cols {
+		have[j] = strconv.Quote(tc.Name)
+	}
+	return strings.Join(have, ", ")
 }
 
 func typeIn(oid uint32, oids []uint32) bool {

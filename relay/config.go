@@ -229,6 +229,9 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("--null-payload %q is not a policy: use %s, %s or %s", c.NullPayload, NullPayloadStop, NullPayloadSkip, NullPayloadEmpty)
 	}
+	if err := c.Columns.CheckHeaders(); err != nil {
+		return fmt.Errorf("--headers-format or --columns: %w", err)
+	}
 	if i := strings.IndexFunc(c.IDPrefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 || len(c.IDPrefix) > maxIDPrefix {
 		return fmt.Errorf("--id-prefix %q is not a usable prefix: use up to %d bytes without white space or control characters, e.g. sales-db1:", c.IDPrefix, maxIDPrefix)
 	}

@@ -41,6 +41,7 @@ type runConfig struct {
 	Table           string
 	Messages        bool
 	Columns         string
+	HeadersFormat   string
 	IDPrefix        string
 	NullPayload     string
 	Subject         string
@@ -114,6 +115,7 @@ func defaultRunConfig() runConfig {
 		Table:           d.Table.Schema + "." + d.Table.Name,
 		Messages:        d.Messages,
 		Columns:         d.Columns.String(),
+		HeadersFormat:   "json",
 		NullPayload:     string(d.NullPayload),
 		Subject:         relay.DefaultSubject,
 		Checkpoint:      d.Checkpoint.String(),
@@ -156,7 +158,8 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Table, "table", c.Table, "outbox table, schema.table (quote mixed-case names: '\"Sales\".\"Outbox\"'); empty: no table, only logical-message events (needs --messages)")
 	fs.BoolVar(&c.Messages, "messages", c.Messages, "publish the events emitted as transactional logical decoding messages with prefix 'outbox' (outbox_emit_message, the Go outbox package's message mode); --messages=false leaves them alone")
 	fs.StringVar(&c.Columns, "columns", c.Columns, "outboxd's fields mapped to the table's columns, field=column,... (fields: "+strings.Join(decoder.FieldNames, ", ")+
-		"; id and payload are required, a field left out is not read; column names are exact and case-sensitive; payload and headers may read part of a JSON column: payload=Content->Value,headers=Content->Headers)")
+		"; id and payload are required, a field left out is not read; column names are exact and case-sensitive; payload and headers may read part of a JSON column: payload=Content->Value,headers=Content->Headers; header.NAME=column makes a header of a column: header.Content-Type=ContentType)")
+	fs.StringVar(&c.HeadersFormat, "headers-format", c.HeadersFormat, "how the headers column is written: json (a JSON object) or properties (Java properties text, key=value lines, e.g. Debezium's tracingspancontext)")
 	fs.StringVar(&c.IDPrefix, "id-prefix", c.IDPrefix, "put this before every message id (Nats-Msg-Id, and the id in dead letters, errors and logs), so that the ids of two tables or databases publishing to one stream, integer ids say, stay apart in its duplicate window (e.g. sales-db1:)")
 	fs.StringVar(&c.NullPayload, "null-payload", c.NullPayload, "what a row whose payload is NULL becomes: stop (a row that cannot be published: --dead-letter, else outboxd stops), skip (not published; counted and logged), empty (published with an empty body and Outbox-Null-Payload: true, e.g. Debezium's tombstones)")
 	fs.StringVar(&c.Subject, "subject", c.Subject, "subject template; {name} is replaced by the row's value of that column, or of the field mapped by --columns (e.g. {event_type})")
@@ -251,6 +254,9 @@ func (c *runConfig) parseRelay() error {
 	}
 	if r.Columns, err = decoder.ParseColumns(c.Columns); err != nil {
 		return fmt.Errorf("--columns: %w", err)
+	}
+	if r.Columns.HeadersFormat, err = decoder.ParseHeadersFormat(c.HeadersFormat); err != nil {
+		return fmt.Errorf("--headers-format: %w", err)
 	}
 	if r.Subject, err = sink.ParseTemplate(c.Subject); err != nil {
 		return fmt.Errorf("--subject: %w", err)

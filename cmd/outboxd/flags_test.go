@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -291,7 +292,7 @@ func TestPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tt.want(cfg); got != tt.val {
+			if got := tt.want(cfg); !reflect.DeepEqual(got, tt.val) {
 				t.Errorf("got %v, want %v", got, tt.val)
 			}
 		})
