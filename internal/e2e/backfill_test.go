@@ -100,33 +100,6 @@ func (r *oldRelay) batch(ctx context.Context, n int) (int, error) {
 	return len(batch), tx.Commit(ctx)
 }
 
-// background runs batches of n every pace until Stop.
-func (r *oldRelay) background(n int, pace time.Duration) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		for ctx.Err() == nil {
-			if _, err := r.batch(ctx, n); err != nil && ctx.Err() == nil {
-				done <- err
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(pace):
-			}
-		}
-		done <- nil
-	}()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	r.e.t.Cleanup(func() { stop() }) //nolint:errcheck
-	return stop
-}
-
 // waitOutput waits until p's output matches re and returns the match.
 func waitOutput(t *testing.T, p *proc, re *regexp.Regexp, timeout time.Duration) []string {
 	t.Helper()
@@ -184,7 +157,7 @@ func TestBackfillCutOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stopRelay := relay.background(10, 50*time.Millisecond)
+	stopRelay := background(t, 50*time.Millisecond, func(ctx context.Context) error { _, err := relay.batch(ctx, 10); return err })
 
 	// One publish in flight at a time keeps the snapshot read going while
 	// rows are written.
