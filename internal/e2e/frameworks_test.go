@@ -337,3 +337,128 @@ func TestDebeziumTombstones(t *testing.T) {
 		t.Errorf("skip: no log line naming the skipped row %s:\n%s", tombstone, tail(out, 20))
 	}
 }
+
+// TestFrameworkBadRows: rows of a framework table that the mapping cannot
+// read. Under --dead-letter each goes there with its whole column as the
+// body and a reason naming the row id, the column and the fix, between
+// the good rows; without it outboxd stops at the first with that error,
+// and a restart with --dead-letter publishes everything from there, so
+// nothing is lost. Settings a table cannot satisfy stop outboxd at start.
+func TestFrameworkBadRows(t *testing.T) {
+	const (
+		insert     = `INSERT INTO "cap"."published" VALUES ($1, 'v1', 'shop.order.paid', $2, 0, localtimestamp, NULL, 'Scheduled')`
+		deadLetter = "cap.dead-letter"
+	)
+	var capCase frameworkCase
+	for _, fc := range frameworkCases() {
+		if fc.fixture == "cap" {
+			capCase = fc
+		}
+	}
+	rows := []struct {
+		id, content string
+		reason      []string // "" for a good row
+	}{
+		{id: "1", content: `{"Headers":{"cap-msg-id":"1"},"Value":{"n":1}}`},
+		{id: "2", content: `{"Headers":{},"value":{"n":2}}`,
+			reason: []string{`does not match the JSON path ->Value: there is no key "Value" (the object has keys "Headers", "value")`, "fix the path in --columns"}},
+		{id: "3", content: `{"Headers":{"cap-msg-id":"3","retry":{"count":2}},"Value":{"n":3}}`,
+			reason: []string{`has header "retry" whose value is a JSON object`, "--columns headers=Content->Headers->retry"}},
+		{id: "4", content: `Value=4`, reason: []string{"is not valid JSON, so the JSON path ->Value cannot be read"}},
+		{id: "5", content: `{"Headers":{"cap-msg-id":"5"},"Value":{"n":5}}`},
+	}
+	setUpTable := func(t *testing.T) *env {
+		e := newEnv(t, pgtest.Shared(t), false)
+		ddl, _ := loadFixture(t, "cap")
+		e.pg.Exec(t, e.dsn, ddl)
+		e.pg.Exec(t, e.dsn, `CREATE PUBLICATION outboxd FOR TABLE "cap"."published" WITH (publish = 'insert')`)
+		return e
+	}
+	insertRows := func(e *env) {
+		conn := e.connect()
+		for _, r := range rows {
+			if _, err := conn.Exec(t.Context(), insert, r.id, r.content); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	checkAll := func(t *testing.T, e *env) {
+		msgs := e.readStream(e.js(), len(rows), time.Minute)
+		if len(msgs) != len(rows) {
+			t.Fatalf("stream holds %d messages, want %d", len(msgs), len(rows))
+		}
+		for i, m := range msgs {
+			r := rows[i]
+			if r.reason == nil {
+				if m.Subject != "cap.shop.order.paid" || m.Header.Get(jetstream.MsgIDHeader) != r.id {
+					t.Errorf("message %d: %s %q, want row %s on cap.shop.order.paid", i, m.Subject, m.Header.Get(jetstream.MsgIDHeader), r.id)
+				}
+				continue
+			}
+			reason := m.Header.Get("Outbox-Dead-Letter-Reason")
+			if m.Subject != deadLetter || m.Header.Get("Outbox-Id") != r.id || string(m.Data) != r.content {
+				t.Errorf("message %d: %s, Outbox-Id %q, body %q; want row %s's dead letter with its whole Content", i, m.Subject, m.Header.Get("Outbox-Id"), m.Data, r.id)
+			}
+			for _, w := range append([]string{`id "` + r.id + `"`, `column "Content"`}, r.reason...) {
+				if !strings.Contains(reason, w) {
+					t.Errorf("row %s: dead-letter reason lacks %q: %s", r.id, w, reason)
+				}
+			}
+		}
+	}
+
+	t.Run("dead letter", func(t *testing.T) {
+		e := setUpTable(t)
+		p := e.start(e.args(append(slices.Clone(capCase.mapping), "--dead-letter", deadLetter)...)...)
+		e.waitStreaming(p)
+		insertRows(e)
+		checkAll(t, e)
+		p.stopCleanly()
+	})
+
+	t.Run("stop, then restart with a dead letter", func(t *testing.T) {
+		e := setUpTable(t)
+		p := e.start(e.args(capCase.mapping...)...)
+		e.waitStreaming(p)
+		insertRows(e)
+		if code := p.wait(time.Minute); code != 1 {
+			t.Fatalf("outboxd exited %d at a row it cannot read, want 1", code)
+		}
+		for _, w := range append([]string{`id "2"`, `column "Content"`, "--dead-letter"}, rows[1].reason...) {
+			if !strings.Contains(p.output.String(), w) {
+				t.Errorf("output lacks %q:\n%s", w, tail(p.output.String(), 20))
+			}
+		}
+		p = e.start(e.args(append(slices.Clone(capCase.mapping), "--dead-letter", deadLetter)...)...)
+		checkAll(t, e)
+		p.stopCleanly()
+	})
+
+	t.Run("settings the table cannot satisfy", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			args []string
+			want []string
+		}{
+			{"unknown transform", []string{"--subject", "cap.{Name|tokenz}"},
+				[]string{`--subject: subject template "cap.{Name|tokenz}"`, `placeholder {Name|tokenz}: unknown transform "tokenz"`, "the transforms are last(SEP), first(SEP), safe, lower and tokens"}},
+			{"header of no column", []string{"--columns", "id=Id,payload=Content->Value,header.Content-Type=ContentType"},
+				[]string{`column "ContentType" does not exist (header Content-Type is mapped to it)`, `"Id", "Version", "Name", "Content"`}},
+			{"properties without a headers column", []string{"--columns", "id=Id,payload=Content->Value", "--headers-format", "properties"},
+				[]string{"--headers-format", "reads the headers column, which is not mapped"}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				e := setUpTable(t)
+				args := slices.Clone(capCase.mapping)
+				for i := 0; i < len(tt.args); i += 2 {
+					if j := slices.Index(args, tt.args[i]); j >= 0 {
+						args[j+1] = tt.args[i+1]
+					} else {
+						args = append(args, tt.args[i:i+2]...)
+					}
+				}
+				e.expectExit(e.args(args...), tt.want...)
+			})
+		}
+	})
+}
