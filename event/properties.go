@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 )
 
 // ParseProperties reads a headers value written in the format of Java's
@@ -121,20 +123,39 @@ func unescapeProperty(s string) (string, error) {
 		case 'f':
 			b.WriteByte('\f')
 		case 'u':
-			if i+5 > len(s) {
-				return "", fmt.Errorf(`malformed \u escape %q: write \u and four hex digits`, s[i-1:])
-			}
-			r, err := strconv.ParseUint(s[i+1:i+5], 16, 16)
+			r, err := hex4(s, i+1)
 			if err != nil {
-				return "", fmt.Errorf(`malformed \u escape %q: write \u and four hex digits`, s[i-1:i+5])
+				return "", err
 			}
-			b.WriteRune(rune(r))
 			i += 4
+			// Java writes a character beyond U+FFFF as two escapes, a
+			// UTF-16 surrogate pair.
+			if utf16.IsSurrogate(r) && strings.HasPrefix(s[i+1:], `\u`) {
+				if r2, err := hex4(s, i+3); err == nil {
+					if pair := utf16.DecodeRune(r, r2); pair != unicode.ReplacementChar {
+						r = pair
+						i += 6
+					}
+				}
+			}
+			b.WriteRune(r)
 		default:
 			b.WriteByte(c)
 		}
 	}
 	return b.String(), nil
+}
+
+// hex4 reads the four hex digits of a \u escape at s[i:].
+func hex4(s string, i int) (rune, error) {
+	if i+4 > len(s) {
+		return 0, fmt.Errorf(`malformed \u escape %q: write \u and four hex digits`, s[i-2:])
+	}
+	r, err := strconv.ParseUint(s[i:i+4], 16, 16)
+	if err != nil {
+		return 0, fmt.Errorf(`malformed \u escape %q: write \u and four hex digits`, s[i-2:i+4])
+	}
+	return rune(r), nil
 }
 
 // indexHeader is the index of key in hs, or -1.

@@ -1,9 +1,12 @@
 package event
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 func TestParseProperties(t *testing.T) {
@@ -22,6 +25,8 @@ func TestParseProperties(t *testing.T) {
 		{"key without value", "flag\n", []Header{{"flag", ""}}},
 		{"escaped separators in key and value", `a\:b=c\=d\:e`, []Header{{"a:b", "c=d:e"}}},
 		{"escapes", `k=tab\tnl\nu\u00FCx\qq`, []Header{{"k", "tab\tnl\nu\u00fcxqq"}}},
+		{"a surrogate pair is one character", `k=\uD83D\uDE00!`, []Header{{"k", "\U0001F600!"}}},
+		{"a lone surrogate", `k=\uD83Dx`, []Header{{"k", "\uFFFDx"}}},
 		{"continuation", "k=one,\\\n    two\nnext=3", []Header{{"k", "one,two"}, {"next", "3"}}},
 		{"even backslashes do not continue", "k=a\\\\\nnext=3", []Header{{"k", `a\`}, {"next", "3"}}},
 		{"continuation at the end", "k=a\\", []Header{{"k", "a"}}},
@@ -55,4 +60,69 @@ func TestParsePropertiesBadInput(t *testing.T) {
 			t.Errorf("ParseProperties(%q) error = %v, want one naming %q", tt.text, err, tt.want)
 		}
 	}
+}
+
+// FuzzParseProperties: ParseProperties never panics, keeps each key once,
+// and what it reads from UTF-8 text, written back the way
+// Properties.store writes it, reads back the same.
+func FuzzParseProperties(f *testing.F) {
+	for _, seed := range []string{
+		"#Thu Mar 14 08:26:53 UTC 2024\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n",
+		"a:1\nb 2\r\nc\\\n  d=3\n! x\n", `k\:1=v\=2\u00e9\t`, "k=\\u12", "=\n:\n \\\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		hs, err := ParseProperties(text)
+		if err != nil || !utf8.Valid(text) { // a text column is UTF-8
+			return
+		}
+		keys := map[string]bool{}
+		for _, h := range hs {
+			if keys[h.Key] {
+				t.Fatalf("%q: key %q twice in %q", text, h.Key, hs)
+			}
+			keys[h.Key] = true
+		}
+		var stored strings.Builder
+		stored.WriteString("#a comment\n")
+		for _, h := range hs {
+			stored.WriteString(storeProperty(h.Key, true) + "=" + storeProperty(h.Value, false) + "\n")
+		}
+		again, err := ParseProperties([]byte(stored.String()))
+		if err != nil || !reflect.DeepEqual(again, hs) {
+			t.Fatalf("%q read as %q; stored as %q it reads as %q (%v)", text, hs, stored.String(), again, err)
+		}
+	})
+}
+
+// storeProperty escapes a key or value as java.util.Properties.store does.
+func storeProperty(s string, key bool) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == '\\' || r == '=' || r == ':' || r == '#' || r == '!':
+			b.WriteString(`\` + string(r))
+		case r == ' ' && (key || i == 0):
+			b.WriteString(`\ `)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r < 0x20 || r > 0x7e:
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				fmt.Fprintf(&b, `\u%04X\u%04X`, r1, r2)
+			} else {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
