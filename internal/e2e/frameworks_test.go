@@ -160,6 +160,30 @@ func debeziumHeaders(aggType, aggID, typ string, extra map[string]string) map[st
 	return h
 }
 
+// frameworkCaseOf is the case of a fixture.
+func frameworkCaseOf(t *testing.T, fixture string) frameworkCase {
+	t.Helper()
+	for _, fc := range frameworkCases() {
+		if fc.fixture == fixture {
+			return fc
+		}
+	}
+	t.Fatalf("no framework case for fixture %q", fixture)
+	return frameworkCase{}
+}
+
+// newFrameworkEnv is an environment with fc's tables (its fixture's DDL)
+// and a publication of inserts into them; it returns the fixture's rows,
+// not yet written.
+func newFrameworkEnv(t *testing.T, fc frameworkCase) (e *env, rows string) {
+	t.Helper()
+	e = newEnv(t, pgtest.Shared(t), false)
+	ddl, rows := loadFixture(t, fc.fixture)
+	e.pg.Exec(t, e.dsn, ddl)
+	e.pg.Exec(t, e.dsn, "CREATE PUBLICATION outboxd FOR TABLE "+fc.publication+" WITH (publish = 'insert')")
+	return e, rows
+}
+
 // loadFixture returns a fixture's DDL and its rows.
 func loadFixture(t *testing.T, name string) (ddl, rows string) {
 	t.Helper()
@@ -181,10 +205,7 @@ func loadFixture(t *testing.T, name string) (ddl, rows string) {
 func TestFrameworkTablesStream(t *testing.T) {
 	for _, fc := range frameworkCases() {
 		t.Run(fc.name, func(t *testing.T) {
-			e := newEnv(t, pgtest.Shared(t), false)
-			ddl, rows := loadFixture(t, fc.fixture)
-			e.pg.Exec(t, e.dsn, ddl)
-			e.pg.Exec(t, e.dsn, "CREATE PUBLICATION outboxd FOR TABLE "+fc.publication+" WITH (publish = 'insert')")
+			e, rows := newFrameworkEnv(t, fc)
 			p := e.start(e.args(fc.mapping...)...)
 			e.waitStreaming(p)
 			e.pg.Exec(t, e.dsn, rows)
@@ -201,11 +222,8 @@ func TestFrameworkTablesStream(t *testing.T) {
 func TestFrameworkTablesBackfill(t *testing.T) {
 	for _, fc := range frameworkCases() {
 		t.Run(fc.name, func(t *testing.T) {
-			e := newEnv(t, pgtest.Shared(t), false)
-			ddl, rows := loadFixture(t, fc.fixture)
-			e.pg.Exec(t, e.dsn, ddl)
+			e, rows := newFrameworkEnv(t, fc)
 			e.pg.Exec(t, e.dsn, rows)
-			e.pg.Exec(t, e.dsn, "CREATE PUBLICATION outboxd FOR TABLE "+fc.publication+" WITH (publish = 'insert')")
 			want := slices.DeleteFunc(slices.Clone(fc.want), func(m frameworkMessage) bool { return m.notInTable })
 			args := append(slices.Clone(fc.mapping), "--create-stream", "--where", "true")
 			if fc.orderBy != "" {
@@ -299,22 +317,14 @@ func rowHeaders(h nats.Header, want map[string]string) map[string]string {
 // confirms nothing past it, so a restart with a policy publishes it.
 // skip: the row is left out, with a log line naming it.
 func TestDebeziumTombstones(t *testing.T) {
-	var debezium frameworkCase
-	for _, fc := range frameworkCases() {
-		if fc.fixture == "debezium" {
-			debezium = fc
-		}
-	}
+	debezium := frameworkCaseOf(t, "debezium")
 	const tombstone = "c3e5a7b9-2d4f-4a6c-8e0a-b1c3d5e7f902"
 	withPolicy := func(policy string) []string {
 		args := slices.Clone(debezium.mapping)
 		args[slices.Index(args, "--null-payload")+1] = policy
 		return args
 	}
-	e := newEnv(t, pgtest.Shared(t), false)
-	ddl, rows := loadFixture(t, debezium.fixture)
-	e.pg.Exec(t, e.dsn, ddl)
-	e.pg.Exec(t, e.dsn, "CREATE PUBLICATION outboxd FOR TABLE outboxevent WITH (publish = 'insert')")
+	e, rows := newFrameworkEnv(t, debezium)
 
 	p := e.start(e.args(withPolicy("stop")...)...)
 	e.waitStreaming(p)
@@ -349,12 +359,7 @@ func TestFrameworkBadRows(t *testing.T) {
 		insert     = `INSERT INTO "cap"."published" VALUES ($1, 'v1', 'shop.order.paid', $2, 0, localtimestamp, NULL, 'Scheduled')`
 		deadLetter = "cap.dead-letter"
 	)
-	var capCase frameworkCase
-	for _, fc := range frameworkCases() {
-		if fc.fixture == "cap" {
-			capCase = fc
-		}
-	}
+	capCase := frameworkCaseOf(t, "cap")
 	rows := []struct {
 		id, content string
 		reason      []string // "" for a good row
@@ -368,10 +373,7 @@ func TestFrameworkBadRows(t *testing.T) {
 		{id: "5", content: `{"Headers":{"cap-msg-id":"5"},"Value":{"n":5}}`},
 	}
 	setUpTable := func(t *testing.T) *env {
-		e := newEnv(t, pgtest.Shared(t), false)
-		ddl, _ := loadFixture(t, "cap")
-		e.pg.Exec(t, e.dsn, ddl)
-		e.pg.Exec(t, e.dsn, `CREATE PUBLICATION outboxd FOR TABLE "cap"."published" WITH (publish = 'insert')`)
+		e, _ := newFrameworkEnv(t, capCase)
 		return e
 	}
 	insertRows := func(e *env) {
