@@ -80,7 +80,7 @@ into --out.`,
 	fs.StringVar(&outDir, "out", "scripts/bench-results", "folder for DATE.json, DATE.md, DATE.png and the CPU profiles")
 	fs.StringVar(&workDir, "work-dir", "", "folder for the servers' data and the logs (default: a temporary one)")
 	fs.BoolVar(&keep, "keep", false, "keep --work-dir (its logs) after the run")
-	cmd.AddCommand(newPollingRelayCommand(), newWALReaderCommand())
+	cmd.AddCommand(newPollingRelayCommand(), newWALReaderCommand(), newSyncRelayCommand())
 	return cmd
 }
 
@@ -177,6 +177,27 @@ func newPollingRelayCommand() *cobra.Command {
 	cmd.Flags().StringVar(&r.NATSURL, "nats-url", "", "NATS server")
 	cmd.Flags().DurationVar(&r.Interval, "poll-interval", r.Interval, "sleep between polls that found less than a batch")
 	cmd.Flags().IntVar(&r.Batch, "poll-batch", r.Batch, "rows per poll")
+	return cmd
+}
+
+func newSyncRelayCommand() *cobra.Command {
+	var r bench.SyncRelay
+	cmd := &cobra.Command{
+		Use:    "sync-relay",
+		Short:  "Run the synchronous relay the benchmark compares outboxd with, until SIGINT or SIGTERM",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r.PGURL == "" || r.Slot == "" || r.Publication == "" || r.NATSURL == "" {
+				return fmt.Errorf("sync-relay needs --pg-url, --slot, --publication and --nats-url")
+			}
+			return r.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&r.PGURL, "pg-url", "", "PostgreSQL to read")
+	cmd.Flags().StringVar(&r.Slot, "slot", "", "logical slot (pgoutput) to read")
+	cmd.Flags().StringVar(&r.Publication, "publication", "", "publication to read")
+	cmd.Flags().StringVar(&r.NATSURL, "nats-url", "", "NATS server")
 	return cmd
 }
 

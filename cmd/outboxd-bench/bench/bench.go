@@ -245,14 +245,15 @@ func (e *env) pollingCase(ctx context.Context, size int) (PollingCase, error) {
 	return p, nil
 }
 
-// steadyCases runs the bare WAL reader, outboxd and the polling relay in
-// turn at rate, so that whatever else loads the machine loads all alike.
+// steadyCases runs the bare WAL reader, the synchronous relay, outboxd and
+// the polling relay in turn at rate, so that whatever else loads the machine loads all alike.
 func (e *env) steadyCases(ctx context.Context, rate int) ([]SteadyCase, error) {
 	relays := []struct {
 		name string
 		run  func(ctx context.Context, name string, rate int) (steady, error)
 	}{
 		{relayReader, e.steadyReader},
+		{relaySync, e.steadySync},
 		{relayOutboxd, e.steadyOutboxd},
 		{relayPolling, func(ctx context.Context, name string, rate int) (steady, error) {
 			return e.steadyPolling(ctx, "steady-"+name, rate)

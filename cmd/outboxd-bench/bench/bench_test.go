@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestRunTiny(t *testing.T) {
 
 	var table strings.Builder
 	r.WriteTable(&table)
-	for _, want := range []string{"decode limit", "Durable mode", "Polling relay drain", "| outboxd | 1,000 |", "| polling | 1,000 |", "cores it needs", "Targets"} {
+	for _, want := range []string{"decode limit", "Durable mode", "Polling relay drain", "| outboxd | 1,000 |", "| polling | 1,000 |", "| synchronous relay | 1,000 |", "insert→consumer", "cores it needs", "Targets"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -88,8 +89,8 @@ func checkPositive(t *testing.T, r *Results) {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
-	if len(r.Backlogs) != 2 || len(r.Brokers) != 1 || len(r.Durable) != 2 || len(r.Polling) != 1 || len(r.Steady) != 3 {
-		t.Fatalf("got %d backlogs, %d brokers, %d durable, %d polling, %d steady; want 2, 1, 2, 1, 3",
+	if len(r.Backlogs) != 2 || len(r.Brokers) != 1 || len(r.Durable) != 2 || len(r.Polling) != 1 || len(r.Steady) != 4 {
+		t.Fatalf("got %d backlogs, %d brokers, %d durable, %d polling, %d steady; want 2, 1, 2, 1, 4",
 			len(r.Backlogs), len(r.Brokers), len(r.Durable), len(r.Polling), len(r.Steady))
 	}
 	for _, c := range r.Backlogs {
@@ -133,9 +134,33 @@ func checkPositive(t *testing.T, r *Results) {
 		if s.Relay == relayOutboxd {
 			positive("outboxd histogram p99", s.HistogramP99)
 		}
+		if s.Relay != relayReader { // it has no consumer
+			positive(s.Relay+" insert→consumer p50", s.InsertLatency.P50)
+			positive(s.Relay+" insert→consumer p99", s.InsertLatency.P99)
+			// The polling relay's commit time is created_at, the
+			// transaction's start, before the INSERT.
+			if s.Relay != relayPolling && s.InsertLatency.P50 < s.Latency.P50 {
+				t.Errorf("%s: insert→consumer p50 %.2f ms below commit→consumer p50 %.2f ms: the insert comes first", s.Relay, s.InsertLatency.P50, s.Latency.P50)
+			}
+		}
 	}
-	if len(r.Targets) != 3*len(r.Backlogs) {
-		t.Errorf("%d targets, want %d (three per backlog; no 5,000/s run here)", len(r.Targets), 3*len(r.Backlogs))
+	// Three targets per backlog, then issue 21's: CPU per event of the
+	// 100-row drain, p99 at the highest rate, at 1,000/s p99, CPU, p50
+	// against the synchronous relay and nats-server against the polling
+	// relay, and CPU per event as the rate falls (one rate here: unmet).
+	var names []string
+	for _, tg := range r.Targets {
+		names = append(names, tg.Name)
+	}
+	for _, want := range []string{"outboxd CPU per event, 1,000 events in 100-row transactions", "p99 insert→consumer at the highest rate",
+		"p99 insert→consumer at 1,000 events/s", "outboxd CPU at 1,000 events/s", "p50 insert→consumer at 1,000 events/s",
+		"nats-server CPU for outboxd at 1,000 events/s", "outboxd CPU per event as the rate falls"} {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }) {
+			t.Errorf("no target %q among %q", want, names)
+		}
+	}
+	if len(r.Targets) != 3*len(r.Backlogs)+7 {
+		t.Errorf("%d targets, want %d", len(r.Targets), 3*len(r.Backlogs)+7)
 	}
 	positive("CPUs", float64(r.Machine.CPUs))
 	if r.Machine.PostgreSQL == "" || r.Machine.NATSServer == "" || r.Machine.NATSCLI == "" {
@@ -292,5 +317,31 @@ func TestPercentilesOf(t *testing.T) {
 	}
 	if (percentilesOf(nil) != percentiles{}) {
 		t.Errorf("percentilesOf(nil) = %+v, want zeros", percentilesOf(nil))
+	}
+}
+
+func TestInsertedAt(t *testing.T) {
+	tests := []struct {
+		payload string
+		want    int64 // Unix µs; -1: none
+	}{
+		{`{"pad": "x", "seq": 1, "customer": "c-1", "inserted_us": 1765000000123456}`, 1765000000123456},
+		{`{"inserted_us": 7}`, 7},
+		{`{"pad": "x", "seq": 1}`, -1},
+		{`{"inserted_us": "soon"}`, -1},
+		{`{"inserted_us": `, -1},
+		{`{"inserted_us": 99999999999999999999}`, -1},
+	}
+	for _, tt := range tests {
+		got, ok := insertedAt([]byte(tt.payload))
+		if tt.want < 0 {
+			if ok {
+				t.Errorf("insertedAt(%s) = %v, want none", tt.payload, got)
+			}
+			continue
+		}
+		if !ok || got.UnixMicro() != tt.want {
+			t.Errorf("insertedAt(%s) = %v, %v; want %d µs", tt.payload, got, ok, tt.want)
+		}
 	}
 }

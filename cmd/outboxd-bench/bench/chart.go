@@ -14,20 +14,40 @@ import (
 )
 
 // WriteChart draws r as a PNG into file: the backlog drains as grouped
-// bars beside their limits, and the steady-state latency percentiles of
-// both relays on a log scale.
+// bars beside their limits, the steady-state latency percentiles of the
+// relays on a log scale, and by offered rate the insert→consumer
+// latency and each relay's CPU per event.
 func WriteChart(r *Results, file string) error {
 	plots := []*plot.Plot{throughputPlot(r)}
 	if len(r.Steady) > 0 {
-		plots = append(plots, latencyPlot(r))
+		plots = append(plots, latencyPlot(r),
+			byRatePlot(r, "Insert → consumer p50 (solid) and p99 (dashed) by rate", "ms", true, func(s SteadyCase) []float64 {
+				return []float64{s.InsertLatency.P50, s.InsertLatency.P99}
+			}),
+			byRatePlot(r, "Relay CPU per event by rate", "µs per event", false, func(s SteadyCase) []float64 {
+				return []float64{s.microsPerEvent(s.CPU.Relay)}
+			}))
 	}
-	img := vgimg.New(vg.Points(float64(620*len(plots))), vg.Points(460))
+	// Two plots a row.
+	var grid [][]*plot.Plot
+	for i := 0; i < len(plots); i += 2 {
+		grid = append(grid, plots[i:min(i+2, len(plots))])
+	}
+	if last := grid[len(grid)-1]; len(grid) > 1 && len(last) == 1 {
+		grid[len(grid)-1] = append(last, nil) // Align wants a full grid
+	}
+	cols := len(grid[0])
+	img := vgimg.New(vg.Points(float64(620*cols)), vg.Points(float64(460*len(grid))))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(24), PadTop: vg.Points(8),
+	tiles := draw.Tiles{Rows: len(grid), Cols: cols, PadX: vg.Points(24), PadY: vg.Points(24), PadTop: vg.Points(8),
 		PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
-	for i, p := range plots {
-		p.Draw(canvases[0][i])
+	canvases := plot.Align(grid, tiles, dc)
+	for i, row := range grid {
+		for j, p := range row {
+			if p != nil {
+				p.Draw(canvases[i][j])
+			}
+		}
 	}
 	f, err := os.Create(file)
 	if err != nil {
@@ -38,6 +58,50 @@ func WriteChart(r *Results, file string) error {
 		return fmt.Errorf("write %s: %w", file, err)
 	}
 	return f.Close()
+}
+
+// byRatePlot draws, for each relay with a consumer, values(case) against
+// the offered rate: one line per value, the first solid, the next dashed.
+func byRatePlot(r *Results, title, unit string, logY bool, values func(SteadyCase) []float64) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "offered events/s"
+	p.Y.Label.Text = unit
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	for i, relay := range []string{relayOutboxd, relaySync, relayPolling} {
+		var lines []plotter.XYs
+		for _, s := range r.Steady {
+			if s.Relay != relay {
+				continue
+			}
+			for j, v := range values(s) {
+				if j >= len(lines) {
+					lines = append(lines, nil)
+				}
+				lines[j] = append(lines[j], plotter.XY{X: float64(s.Rate), Y: max(v, 0.01)})
+			}
+		}
+		for j, pts := range lines {
+			line, points, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				continue
+			}
+			line.Color, points.Color, points.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
+			if j > 0 {
+				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			}
+			p.Add(line, points)
+			if j == 0 {
+				p.Legend.Add(relay, line, points)
+			}
+		}
+	}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
 }
 
 func throughputPlot(r *Results) *plot.Plot {

@@ -18,7 +18,7 @@ type Config struct {
 	// median. Default: 3.
 	Runs int
 	// Rates are the offered loads of the steady-state latency runs, in
-	// events/s. Default: 1,000 and 5,000.
+	// events/s. Default: 250, 1,000 and 5,000.
 	Rates []int
 	// LatencyFor is how long each latency run offers load. Default: 60s.
 	LatencyFor time.Duration
@@ -68,7 +68,7 @@ func DefaultConfig() Config {
 		Sizes:          []int{100_000, 1_000_000},
 		Shapes:         []int{1, 100},
 		Runs:           3,
-		Rates:          []int{1_000, 5_000},
+		Rates:          []int{250, 1_000, 5_000},
 		LatencyFor:     60 * time.Second,
 		DurableSize:    20_000,
 		PollingMaxSize: 100_000,

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,14 +18,40 @@ import (
 // time less the commit itself).
 const commitTimeHeader = "Outbox-Commit-Time"
 
+// insertedKey is the payload key of the load's insert time, in Unix
+// microseconds (offerLoad).
+const insertedKey = "inserted_us"
+
 // latencies collects, at a JetStream consumer, how long after its commit
 // each message arrived. Delivery follows the stream's store, which the
 // PubAck also follows, so this is commit→PubAck plus the delivery hop.
+// It also collects how long after the INSERT that wrote it (the time in
+// its payload) each arrived: what a user of the outbox sees.
 type latencies struct {
-	mu      sync.Mutex
-	samples []time.Duration
-	bad     int // messages without a parsable commit time
-	stop    func()
+	mu       sync.Mutex
+	samples  []time.Duration
+	inserted []time.Duration
+	bad      int // messages without a parsable commit time
+	stop     func()
+}
+
+// insertedAt reads the insert time offerLoad put in a payload.
+func insertedAt(payload []byte) (time.Time, bool) {
+	key := []byte(`"` + insertedKey + `": `)
+	i := bytes.Index(payload, key)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	digits := payload[i+len(key):]
+	n := 0
+	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+		n++
+	}
+	us, err := strconv.ParseInt(string(digits[:n]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(us), true
 }
 
 // measureLatency starts an ordered consumer of the new messages of stream.
@@ -43,6 +71,9 @@ func measureLatency(ctx context.Context, t *target, stream string) (*latencies, 
 			return
 		}
 		l.samples = append(l.samples, now.Sub(committed))
+		if inserted, ok := insertedAt(msg.Data()); ok {
+			l.inserted = append(l.inserted, now.Sub(inserted))
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", stream, err)
@@ -90,6 +121,13 @@ func (l *latencies) percentiles() percentiles {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return percentilesOf(l.samples)
+}
+
+// insertPercentiles are the insert→consumer latencies'.
+func (l *latencies) insertPercentiles() percentiles {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return percentilesOf(l.inserted)
 }
 
 // percentilesOf are the nearest-rank percentiles of samples (left as they

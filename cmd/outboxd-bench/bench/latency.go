@@ -17,11 +17,15 @@ type steady struct {
 	// consumer by catchUp after the load ended.
 	Delivered int         `json:"delivered"`
 	Latency   percentiles `json:"latency"`
-	LagBytes  int64       `json:"slot_lag_bytes_at_end"` // outboxd only
-	Unsent    int64       `json:"unsent_rows_at_end"`    // polling relay only
-	CPU       cpuSplit    `json:"cpu_cores"`
-	PGLoad    pgLoad      `json:"pg_load"`
-	PeakRSS   int64       `json:"peak_rss_bytes"`
+	// InsertLatency is from the clock_timestamp() of the INSERT, inside
+	// the writing transaction, to the consumer: Latency plus the commit
+	// and its fsync. Not for the pgoutput reader, which has no consumer.
+	InsertLatency percentiles `json:"insert_latency"`
+	LagBytes      int64       `json:"slot_lag_bytes_at_end"` // outboxd only
+	Unsent        int64       `json:"unsent_rows_at_end"`    // polling relay only
+	CPU           cpuSplit    `json:"cpu_cores"`
+	PGLoad        pgLoad      `json:"pg_load"`
+	PeakRSS       int64       `json:"peak_rss_bytes"`
 	// HistogramP99 is outboxd's own commit→PubAck histogram's p99, as the
 	// upper bound of its bucket (buckets double from 1 ms): a cross-check
 	// of the consumer's figure. outboxd only.
@@ -33,7 +37,11 @@ const (
 	relayReader  = "pgoutput reader"
 	relayOutboxd = "outboxd"
 	relayPolling = "polling"
+	relaySync    = "synchronous relay"
 )
+
+// syncStream is the synchronous relay's stream.
+const syncStream = "BENCHSYNC"
 
 // catchUp is how long after the load ends the consumer waits for the last
 // messages of a relay that fell behind.
@@ -78,6 +86,35 @@ func (e *env) steadyOutboxd(ctx context.Context, slot string, rate int) (steady,
 	s, err := run()
 	err = errors.Join(err, p.stop(time.Minute), e.main.deleteBucket(ctx, checkpointBucket(slot)))
 	return s, err
+}
+
+// steadySync offers rate events/s to the synchronous relay (SyncRelay,
+// in a process of its own).
+func (e *env) steadySync(ctx context.Context, slot string, rate int) (steady, error) {
+	if err := createSlot(ctx, e.conn, slot); err != nil {
+		return steady{}, err
+	}
+	defer dropSlots(context.WithoutCancel(ctx), e.conn, slot)
+	if err := e.main.resetStream(ctx, syncStream, syncSubjectPrefix+">"); err != nil {
+		return steady{}, err
+	}
+	p, err := startProc(filepath.Join(e.cfg.WorkDir, "sync-relay-"+slot+".log"), e.cfg.Self, "sync-relay",
+		"--pg-url", e.relayURL, "--slot", slot, "--publication", publication, "--nats-url", e.main.url)
+	if err != nil {
+		return steady{}, err
+	}
+	run := func() (steady, error) {
+		if err := e.waitActive(ctx, p, slot); err != nil {
+			return steady{}, err
+		}
+		return e.underLoad(ctx, p, outboxTable, syncStream, rate, func(s *steady) error {
+			var err error
+			s.LagBytes, err = slotLag(ctx, e.conn, slot)
+			return err
+		})
+	}
+	s, err := run()
+	return s, errors.Join(err, p.stop(30*time.Second))
 }
 
 // steadyPolling offers rate events/s to the polling relay.
@@ -129,6 +166,7 @@ func (e *env) underLoad(ctx context.Context, p *proc, table, stream string, rate
 	}
 	s.PGLoad = after.rateSince(before, time.Since(tBefore).Seconds())
 	s.Latency = lat.percentiles()
+	s.InsertLatency = lat.insertPercentiles()
 	s.PeakRSS, err = peakRSSBytes(p.pid())
 	return s, err
 }

@@ -27,10 +27,13 @@ type offered struct {
 
 // offerLoad commits rate one-row transactions a second into table for d,
 // paced by the clock (not by the relay: an open-loop load), like an
-// application writing events.
+// application writing events. Each payload carries, as insertedKey, the
+// clock_timestamp() of its INSERT, taken inside the transaction: the
+// latency a user sees starts there, before the commit and its fsync.
 func (e *env) offerLoad(ctx context.Context, table string, rate int, d time.Duration) (offered, error) {
 	insert := "INSERT INTO " + table + ` (id, aggregate_type, aggregate_id, event_type, payload)
-		VALUES (gen_random_uuid(), 'order', $1, 'OrderPlaced', $2)`
+		VALUES (gen_random_uuid(), 'order', $1, 'OrderPlaced',
+			$2::jsonb || jsonb_build_object('` + insertedKey + `', floor(extract(epoch FROM clock_timestamp()) * 1e6)::bigint))`
 	conns := make([]*pgx.Conn, loadWorkers)
 	for i := range conns {
 		c, err := pgx.Connect(ctx, e.pgURL)

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -15,6 +16,15 @@ const (
 	p99TargetMS   = 20.0 // at 5,000 events/s
 	p99TargetRate = 5000
 	rssTargetMiB  = 64
+
+	// Everyday rates (issue 21): insert→consumer, CPU.
+	everydayRate       = 1000
+	everydayP99MS      = 5.0  // at everydayRate
+	highestP99MS       = 10.0 // at the highest rate offered
+	everydayCores      = 0.05 // outboxd at everydayRate
+	natsVsPolling      = 2.0  // × the polling relay's nats-server CPU at everydayRate
+	drainMicrosPer100  = 2.0  // outboxd's CPU µs per event, 100-row drain
+	perEventRiseMargin = 1.2  // a lower rate may cost this much more per event (noise)
 )
 
 func (r *Results) broker(size int) BrokerCase {
@@ -63,7 +73,91 @@ func targets(r *Results) []Target {
 			Met:      s.Latency.P99 < p99TargetMS,
 		})
 	}
-	return ts
+	return append(ts, everydayTargets(r)...)
+}
+
+// everydayTargets are issue 21's: latency a user sees and CPU at everyday
+// rates, and outboxd's CPU per event on the 100-row drain.
+func everydayTargets(r *Results) []Target {
+	var ts []Target
+	for _, c := range r.Backlogs {
+		if c.Shape != 100 || c.OutboxdRate <= 0 {
+			continue
+		}
+		us := c.CPU.Relay / c.OutboxdRate * 1e6
+		ts = append(ts, Target{
+			Name:     fmt.Sprintf("outboxd CPU per event, %s events in 100-row transactions", count(c.Size)),
+			Want:     fmt.Sprintf("≤ %.0f µs", drainMicrosPer100),
+			Measured: fmt.Sprintf("%.1f µs", us),
+			Met:      us <= drainMicrosPer100,
+		})
+	}
+	var ours []SteadyCase
+	for _, s := range r.Steady {
+		if s.Relay == relayOutboxd {
+			ours = append(ours, s)
+		}
+	}
+	if len(ours) == 0 {
+		return ts
+	}
+	highest := ours[0]
+	for _, s := range ours {
+		if s.Rate > highest.Rate {
+			highest = s
+		}
+	}
+	ts = append(ts, Target{
+		Name:     fmt.Sprintf("p99 insert→consumer at the highest rate offered (%s/s, %s/s achieved)", count(highest.Rate), count(int(highest.Achieved))),
+		Want:     fmt.Sprintf("≤ %.0f ms", highestP99MS),
+		Measured: fmt.Sprintf("%.1f ms", highest.InsertLatency.P99),
+		Met:      highest.InsertLatency.P99 <= highestP99MS,
+	})
+	if s := r.steady(relayOutboxd, everydayRate); s != nil {
+		ts = append(ts, Target{
+			Name:     fmt.Sprintf("p99 insert→consumer at %s events/s", count(everydayRate)),
+			Want:     fmt.Sprintf("≤ %.0f ms", everydayP99MS),
+			Measured: fmt.Sprintf("%.1f ms (p50 %.1f)", s.InsertLatency.P99, s.InsertLatency.P50),
+			Met:      s.InsertLatency.P99 <= everydayP99MS,
+		}, Target{
+			Name:     fmt.Sprintf("outboxd CPU at %s events/s", count(everydayRate)),
+			Want:     fmt.Sprintf("≤ %.2f cores", everydayCores),
+			Measured: fmt.Sprintf("%.3f cores (%.0f µs per event)", s.CPU.Relay, s.microsPerEvent(s.CPU.Relay)),
+			Met:      s.CPU.Relay <= everydayCores,
+		})
+		if peer := r.steady(relaySync, everydayRate); peer != nil {
+			ts = append(ts, Target{
+				Name:     fmt.Sprintf("p50 insert→consumer at %s events/s", count(everydayRate)),
+				Want:     fmt.Sprintf("< the synchronous relay's (%.2f ms)", peer.InsertLatency.P50),
+				Measured: fmt.Sprintf("%.2f ms", s.InsertLatency.P50),
+				Met:      s.InsertLatency.P50 < peer.InsertLatency.P50,
+			})
+		}
+		if p := r.steady(relayPolling, everydayRate); p != nil {
+			ts = append(ts, Target{
+				Name:     fmt.Sprintf("nats-server CPU for outboxd at %s events/s", count(everydayRate)),
+				Want:     fmt.Sprintf("≤ %.0f × the polling relay's (%.3f cores)", natsVsPolling, p.CPU.NATSServer),
+				Measured: fmt.Sprintf("%.3f cores", s.CPU.NATSServer),
+				Met:      s.CPU.NATSServer <= natsVsPolling*p.CPU.NATSServer,
+			})
+		}
+	}
+	// CPU per event must not rise as the rate falls.
+	slices.SortFunc(ours, func(a, b SteadyCase) int { return a.Rate - b.Rate })
+	var measured []string
+	met := true
+	for i, s := range ours {
+		measured = append(measured, fmt.Sprintf("%.0f µs at %s/s", s.microsPerEvent(s.CPU.Relay), count(s.Rate)))
+		if i+1 < len(ours) && s.microsPerEvent(s.CPU.Relay) > perEventRiseMargin*ours[i+1].microsPerEvent(ours[i+1].CPU.Relay) {
+			met = false
+		}
+	}
+	return append(ts, Target{
+		Name:     "outboxd CPU per event as the rate falls",
+		Want:     fmt.Sprintf("no rise (each rate within %.1f× of the next higher one's)", perEventRiseMargin),
+		Measured: strings.Join(measured, ", "),
+		Met:      met && len(ours) > 1,
+	})
 }
 
 // WriteTable writes the results as Markdown tables, the form the README
@@ -97,10 +191,10 @@ func (r *Results) WriteTable(w io.Writer) {
 			p.CPU.Postgres, p.CPU.NATSServer, p.CPU.Relay, p.CPU.Machine)
 	}
 	if len(r.Steady) > 0 {
-		fmt.Fprintf(w, "\nSteady state, %.0f s of one-row transactions per run (median of %d runs); latency from commit to delivery at a JetStream consumer:\n\n",
+		fmt.Fprintf(w, "\nSteady state, %.0f s of one-row transactions per run (median of %d runs). Latency at a JetStream consumer, from the commit time in the transaction's Begin message (commit→consumer; for the polling relay, which has none, the row's created_at: the transaction's start) and from the clock_timestamp() of the INSERT inside the transaction (insert→consumer: what a user sees, the commit and its fsync included); CPU per event is the process's CPU time over the run ÷ events achieved:\n\n",
 			r.Settings.LatencySeconds, r.Settings.Runs)
-		fmt.Fprintln(w, "| relay | offered/s | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | outboxd's histogram p99 | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay / whole machine (of it stolen) | run-queue wait s/s pg / nats / relay |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| relay | offered/s | achieved/s | commit→consumer p50 / p99 / p99.9 / max ms | insert→consumer p50 / p99 / p99.9 ms | outboxd's histogram p99 | backlog at end | PG statements/s | PG rows scanned/s | PG rows updated/s | CPU cores pg / nats / relay / whole machine (of it stolen) | CPU µs per event relay / nats | run-queue wait s/s pg / nats / relay |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range r.Steady {
 			backlog := fmt.Sprintf("%s B slot lag", count(int(s.LagBytes)))
 			if s.Relay == relayPolling {
@@ -113,10 +207,15 @@ func (r *Results) WriteTable(w io.Writer) {
 			if s.HistogramP99 > 0 {
 				hist = fmt.Sprintf("≤ %g ms", s.HistogramP99)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %s | %s | %.2f / %.2f / %.2f / %.2f (%.2f) | %.2f / %.2f / %.2f |\n",
-				s.Relay, count(s.Rate), count(int(s.Achieved)), s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max,
+			inserted := "—"
+			if s.InsertLatency.P50 > 0 {
+				inserted = fmt.Sprintf("%.1f / %.1f / %.1f", s.InsertLatency.P50, s.InsertLatency.P99, s.InsertLatency.P999)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.1f / %.1f / %.1f / %.1f | %s | %s | %s | %.1f | %s | %s | %.2f / %.2f / %.2f / %.2f (%.2f) | %.0f / %.0f | %.2f / %.2f / %.2f |\n",
+				s.Relay, count(s.Rate), count(int(s.Achieved)), s.Latency.P50, s.Latency.P99, s.Latency.P999, s.Latency.Max, inserted,
 				hist, backlog, s.PGLoad.StatementsPerSec, count(int(s.PGLoad.RowsScannedPerSec)), count(int(s.PGLoad.RowsUpdatedPerSec)),
 				s.CPU.Postgres, s.CPU.NATSServer, s.CPU.Relay, s.CPU.Machine, s.CPU.Stolen,
+				s.microsPerEvent(s.CPU.Relay), s.microsPerEvent(s.CPU.NATSServer),
 				s.CPU.Waiting.Postgres, s.CPU.Waiting.NATSServer, s.CPU.Waiting.Relay)
 		}
 	}

@@ -120,14 +120,24 @@ type SteadyCase struct {
 	Achieved float64 `json:"achieved_per_sec"`
 	// Undelivered is the most events any run had not delivered when the
 	// consumer stopped waiting (2 minutes after the load).
-	Undelivered int         `json:"undelivered"`
-	Latency     percentiles `json:"latency"`
+	Undelivered   int         `json:"undelivered"`
+	Latency       percentiles `json:"latency"`
+	InsertLatency percentiles `json:"insert_latency"`
 	// HistogramP99 is the median of outboxd's own p99 bucket bounds.
 	HistogramP99 float64  `json:"histogram_p99_upper_bound_ms,omitempty"`
 	LagBytes     float64  `json:"slot_lag_bytes_at_end"`
 	Unsent       float64  `json:"unsent_rows_at_end"`
 	CPU          cpuSplit `json:"cpu_cores"`
 	PGLoad       pgLoad   `json:"pg_load"`
+}
+
+// microsPerEvent turns cores kept busy over the run into CPU microseconds
+// per event achieved.
+func (s SteadyCase) microsPerEvent(cores float64) float64 {
+	if s.Achieved <= 0 {
+		return 0
+	}
+	return cores / s.Achieved * 1e6
 }
 
 // Target is one of the issue's targets and whether this run met it.
@@ -180,6 +190,19 @@ func medianCPU[T any](runs []T, cpu func(T) cpuSplit) cpuSplit {
 	}
 }
 
+// medianPercentiles is the median of each percentile over the runs.
+func medianPercentiles(runs []steady, p func(steady) percentiles) percentiles {
+	f := func(g func(percentiles) float64) float64 {
+		return medianOf(runs, func(r steady) float64 { return g(p(r)) })
+	}
+	return percentiles{
+		P50:  f(func(p percentiles) float64 { return p.P50 }),
+		P99:  f(func(p percentiles) float64 { return p.P99 }),
+		P999: f(func(p percentiles) float64 { return p.P999 }),
+		Max:  f(func(p percentiles) float64 { return p.Max }),
+	}
+}
+
 func (c *BacklogCase) summarize() {
 	c.DecodeRate, c.OutboxdRate, c.NullRate = rates(c.Decode), rates(c.Outboxd), rates(c.Null)
 	for _, d := range c.Outboxd {
@@ -200,12 +223,8 @@ func (p *PollingCase) summarize() {
 func (s *SteadyCase) summarize() {
 	f := func(g func(steady) float64) float64 { return medianOf(s.Runs, g) }
 	s.Achieved = f(func(r steady) float64 { return float64(r.Offered.Sent) / r.Offered.Seconds })
-	s.Latency = percentiles{
-		P50:  f(func(r steady) float64 { return r.Latency.P50 }),
-		P99:  f(func(r steady) float64 { return r.Latency.P99 }),
-		P999: f(func(r steady) float64 { return r.Latency.P999 }),
-		Max:  f(func(r steady) float64 { return r.Latency.Max }),
-	}
+	s.Latency = medianPercentiles(s.Runs, func(r steady) percentiles { return r.Latency })
+	s.InsertLatency = medianPercentiles(s.Runs, func(r steady) percentiles { return r.InsertLatency })
 	for _, r := range s.Runs {
 		s.Undelivered = max(s.Undelivered, r.Offered.Sent-r.Delivered)
 	}

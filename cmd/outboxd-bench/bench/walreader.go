@@ -72,6 +72,27 @@ func (r WALReader) Run(ctx context.Context) error {
 // receive reads the stream until ctx is done, calling commit for each
 // Commit message with its commit time and the time it arrived.
 func (r WALReader) receive(ctx context.Context, conn *pgconn.PgConn, commit func(committed, arrived time.Time)) error {
+	return receiveWAL(ctx, conn, func(_ pglogrepl.LSN, wal []byte, arrived time.Time) (pglogrepl.LSN, error) {
+		if wal[0] != 'C' {
+			return 0, nil
+		}
+		m, err := pglogrepl.Parse(wal)
+		if err != nil {
+			return 0, err
+		}
+		c := m.(*pglogrepl.CommitMessage)
+		commit(c.CommitTime, arrived)
+		return c.TransactionEndLSN, nil
+	})
+}
+
+// receiveWAL reads a replication stream until ctx is done, handing each
+// pgoutput message to data with its WAL position and the time it arrived.
+// data returns, for a Commit it is done with, the position that may be
+// confirmed (0 otherwise); it is confirmed at the next status update,
+// every readerStatusEvery. A keepalive's WAL end is confirmed between
+// transactions.
+func receiveWAL(ctx context.Context, conn *pgconn.PgConn, data func(walStart pglogrepl.LSN, wal []byte, arrived time.Time) (pglogrepl.LSN, error)) error {
 	var read pglogrepl.LSN // confirmed at the next status update
 	open := false          // between a Begin and its Commit
 	nextStatus := time.Now()
@@ -122,14 +143,13 @@ func (r WALReader) receive(ctx context.Context, conn *pgconn.PgConn, commit func
 			case 'B':
 				open = true
 			case 'C':
-				m, err := pglogrepl.Parse(xld.WALData)
-				if err != nil {
-					return err
-				}
-				c := m.(*pglogrepl.CommitMessage)
-				commit(c.CommitTime, arrived)
-				read, open = max(read, c.TransactionEndLSN), false
+				open = false
 			}
+			done, err := data(xld.WALStart, xld.WALData, arrived)
+			if err != nil {
+				return err
+			}
+			read = max(read, done)
 		}
 	}
 	return nil
