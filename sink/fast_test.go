@@ -170,19 +170,37 @@ func TestFastLinger(t *testing.T) {
 	nc, js := newJetStream(t, srv)
 	tmpl := testTemplate(t, defaultTemplate)
 	setupStream(t, js, "OUTBOX", tmpl)
-	items := newEventBuilder(t).items(1, 1, 32)
+	items := newEventBuilder(t).items(3, 1, 32)
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: true, Linger: linger})
 	a := newAcker()
-	in := make(chan Item, 1)
-	in <- items[0]
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx, in, a) }()
-	time.Sleep(linger / 5)
-	if n := a.count.Load(); n != 0 {
-		t.Fatalf("%d acks %s into a %s linger, want the lone item held", n, linger/5, linger)
+	start := func(in chan Item) chan error {
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx, in, a) }()
+		return errc
 	}
-	testsync.Eventually(t, 5*linger, testsync.Until("the lingering batch to commit", func() bool { return a.count.Load() == 1 }))
-	close(in)
+
+	// A lone item goes out at once, alone: nothing follows it to batch.
+	lone := make(chan Item, 1)
+	lone <- items[0]
+	errc := start(lone)
+	testsync.Eventually(t, linger/2, testsync.Until("the lone item, published without lingering", func() bool { return a.count.Load() == 1 }))
+	close(lone)
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+
+	// Two waiting together start a batch, and the last waits the linger
+	// for more before it commits.
+	two := make(chan Item, 2)
+	two <- items[1]
+	two <- items[2]
+	errc = start(two)
+	time.Sleep(linger / 5)
+	if n := a.count.Load(); n > 2 {
+		t.Fatalf("%d acks %s into a %s linger, want the batch's last item held", n, linger/5, linger)
+	}
+	testsync.Eventually(t, 5*linger, testsync.Until("the lingering batch to commit", func() bool { return a.count.Load() == 3 }))
+	close(two)
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v", err)
 	}

@@ -239,7 +239,14 @@ func (a *recordingAcker) acked() ([]uint64, []string) {
 // error. sent, when not nil, is set to the Seq of each item once Run has
 // taken it (the send on the unbuffered channel completed).
 func run(ctx context.Context, p *Publisher, items []Item, a acker, sent *atomic.Uint64) error {
-	in := make(chan Item)
+	// Buffered as the relay's pipeline is, for fast mode batches what
+	// waits there; unbuffered when sent is asked for, since an item in a
+	// buffer would count as sent before the publisher has it.
+	buffer := 64
+	if sent != nil {
+		buffer = 0
+	}
+	in := make(chan Item, buffer)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
