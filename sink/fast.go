@@ -130,8 +130,9 @@ func (p *Publisher) newBatch() (*batch, error) {
 
 // runFast is Run with fast batches. window holds the open batch's messages
 // the server has not acknowledged yet, oldest first; the first has batch
-// sequence b.acked+1. A message with no other waiting behind it and no
-// batch open goes out alone, published as in async mode. Otherwise the
+// sequence b.acked+1. A message of a trickle (none waiting behind it, no
+// batch open, and a linger or more since the one before) goes out alone,
+// published as in async mode. Otherwise the
 // newest message is held back (holding) until the next item comes, or none
 // comes within Config.Linger: then it goes out as the batch's commit, which
 // the server stores. (Closing a batch without a
@@ -142,6 +143,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 	var window queue
 	var b *batch
 	holding := false
+	var lastItem time.Time // when the previous item came
 	linger := time.NewTimer(p.cfg.Linger)
 	defer linger.Stop()
 	for {
@@ -200,14 +202,17 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 				return p.runAsync(ctx, in, acks, pm)
 			}
 		}
-		// A dead letter goes alone. So does a message that nothing follows
-		// yet: at an everyday rate, a trickle of one-row transactions, a
-		// batch of one costs a reply subscription and its JSON
-		// acknowledgement, and the linger waits for a next message that
-		// does not come; a plain publish does neither (half the CPU and
-		// half the latency at 1,000 events/s). Messages that queue up
-		// while it is acknowledged go out as a batch.
-		if pm.dead || (!holding && len(in) == 0) {
+		// A dead letter goes alone. So does a message of a trickle: none
+		// waits behind it, and it came a linger or more after the one
+		// before, so the linger would most likely wait for nothing. A
+		// batch of one costs a reply subscription and a JSON
+		// acknowledgement besides; a plain publish does neither (30% less
+		// CPU and half the latency at 1,000 one-row transactions a
+		// second). Messages that arrive closer together, a backlog's, go
+		// out in batches.
+		trickle := !holding && len(in) == 0 && time.Since(lastItem) >= p.cfg.Linger
+		lastItem = time.Now()
+		if pm.dead || trickle {
 			pm.future = p.publish(pm.msg)
 			window.push(pm)
 			if err := p.drain(ctx, &window, acks); err != nil {

@@ -253,7 +253,7 @@ func TestPrecedence(t *testing.T) {
 		{"publish-linger default", nil, nil, func(c runConfig) any { return c.PublishLinger }, time.Millisecond},
 		{"publish-linger env", nil, map[string]string{"OUTBOXD_PUBLISH_LINGER": "5ms"},
 			func(c runConfig) any { return c.PublishLinger }, 5 * time.Millisecond},
-		{"read-linger default", nil, nil, func(c runConfig) any { return c.ReadLinger }, time.Millisecond},
+		{"read-linger default", nil, nil, func(c runConfig) any { return c.ReadLinger }, time.Duration(0)},
 		{"read-linger off by env", nil, map[string]string{"OUTBOXD_READ_LINGER": "0s"},
 			func(c runConfig) any { return c.ReadLinger }, time.Duration(0)},
 		{"create-stream env", nil, map[string]string{"OUTBOXD_CREATE_STREAM": "true"},
