@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -38,23 +37,11 @@ func (r SyncRelay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := pgconn.ParseConfig(r.PGURL)
+	conn, err := startReplication(ctx, r.PGURL, r.Slot, r.Publication)
 	if err != nil {
 		return err
 	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect for replication: %w", err)
-	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	err = pglogrepl.StartReplication(ctx, conn, r.Slot, 0, pglogrepl.StartReplicationOptions{
-		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.Publication + "'"},
-	})
-	if err != nil {
-		return fmt.Errorf("start replication on %s: %w", r.Slot, err)
-	}
 	schema, table, _ := strings.Cut(outboxTable, ".")
 	dec, err := decoder.New(decoder.Config{Schema: schema, Table: table})
 	if err != nil {

@@ -40,23 +40,11 @@ const readerStatusEvery = time.Second
 
 // Run reads until ctx is done, then writes the result.
 func (r WALReader) Run(ctx context.Context) error {
-	cfg, err := pgconn.ParseConfig(r.PGURL)
+	conn, err := startReplication(ctx, r.PGURL, r.Slot, r.Publication)
 	if err != nil {
 		return err
 	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect for replication: %w", err)
-	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	err = pglogrepl.StartReplication(ctx, conn, r.Slot, 0, pglogrepl.StartReplicationOptions{
-		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.Publication + "'"},
-	})
-	if err != nil {
-		return fmt.Errorf("start replication on %s: %w", r.Slot, err)
-	}
 	var samples []time.Duration
 	var commits []time.Time
 	err = r.receive(ctx, conn, func(committed, arrived time.Time) {
@@ -67,6 +55,29 @@ func (r WALReader) Run(ctx context.Context) error {
 		return err
 	}
 	return r.write(samples, commits)
+}
+
+// startReplication opens a replication connection to pgURL and starts
+// streaming slot with pgoutput (protocol version 1) for publication.
+func startReplication(ctx context.Context, pgURL, slot, publication string) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(pgURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect for replication: %w", err)
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'"},
+	})
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the start's error is the one to report
+		return nil, fmt.Errorf("start replication on %s: %w", slot, err)
+	}
+	return conn, nil
 }
 
 // receive reads the stream until ctx is done, calling commit for each
