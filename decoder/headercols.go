@@ -111,9 +111,12 @@ func (d *Decoder) columnHeaders(rel *relation, tuple []byte, hs []event.Header) 
 		if err := event.CheckHeader(h.Name, value); err != nil {
 			return nil, h.Column, fmt.Sprintf("cannot fill %v; clean the value or map another column", err)
 		}
-		// The headers column's slice is this event's own.
-		hs = slices.DeleteFunc(hs, func(o event.Header) bool { return o.Key == h.Name })
-		hs = append(hs, event.Header{Key: h.Name, Value: value})
+		// A copy: the caller's slice stays whole if a later column fails
+		// (a dead letter then carries the headers column's headers).
+		if same := func(o event.Header) bool { return o.Key == h.Name }; slices.ContainsFunc(hs, same) {
+			hs = slices.DeleteFunc(slices.Clone(hs), same)
+		}
+		hs = append(hs[:len(hs):len(hs)], event.Header{Key: h.Name, Value: value})
 	}
 	return hs, "", ""
 }

@@ -100,12 +100,19 @@ func TestDecodeHeaderColumnErrors(t *testing.T) {
 		row        []val
 		wantColumn string
 		wantReason string
+		// wantRowHeaders are the dead letter's: the headers column's,
+		// whole, whatever a header column did before the one that failed.
+		wantRowHeaders []event.Header
 	}{
 		{name: "Debezium: a malformed escape", cfg: debeziumConfig(t), cols: debeziumCols(), row: debeziumRow(text("traceparent=\\u00zz")),
 			wantColumn: "tracingspancontext", wantReason: `is not in properties format: line 1: malformed \u escape "\\u00zz"`},
 		{name: "a control character in a column's header", cfg: massTransitConfig(t), cols: massTransitCols(),
 			row: massTransitRow(null, text("application/json\r\nNats-Msg-Id: x")), wantColumn: "ContentType",
 			wantReason: `cannot fill header "Content-Type" whose value holds the control character '\r' at byte 16: header values must be printable; clean the value or map another column`},
+		{name: "a later header column fails after one replaced a header", cfg: withHeaderColumns(massTransitConfig(t), headerColumn("X-Type", "MessageType"), headerColumn("X-Bad", "ContentType")),
+			cols: massTransitCols(), row: massTransitRow(text(`{"MT-Activity-Id": "a", "X-Type": "old", "Priority": 5}`), text("bad\nvalue")),
+			wantColumn: "ContentType", wantReason: `cannot fill header "X-Bad"`,
+			wantRowHeaders: []event.Header{{Key: "MT-Activity-Id", Value: "a"}, {Key: "X-Type", Value: "old"}, {Key: "Priority", Value: "5"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +125,10 @@ func TestDecodeHeaderColumnErrors(t *testing.T) {
 				t.Errorf("RowError id %q column %q: %v\nwant id %q, column %q, saying %q", re.EventID, re.Column, err, testID, tt.wantColumn, tt.wantReason)
 			}
 			if re.Row == nil || re.Row.ID != testID {
-				t.Errorf("RowError.Row %+v, want the row for its dead letter", re.Row)
+				t.Fatalf("RowError.Row %+v, want the row for its dead letter", re.Row)
+			}
+			if !reflect.DeepEqual(re.Row.Headers, tt.wantRowHeaders) {
+				t.Errorf("dead letter's headers %q, want %q", re.Row.Headers, tt.wantRowHeaders)
 			}
 		})
 	}
@@ -162,6 +172,14 @@ func TestHeaderOptions(t *testing.T) {
 		t.Errorf("ParseHeadersFormat(Properties) error = %v", err)
 	}
 }
+
+// withHeaderColumns puts hcs before the config's own header columns.
+func withHeaderColumns(cfg Config, hcs ...HeaderColumn) Config {
+	cfg.Columns.HeaderColumns = append(hcs, cfg.Columns.HeaderColumns...)
+	return cfg
+}
+
+func headerColumn(name, column string) HeaderColumn { return HeaderColumn{Name: name, Column: column} }
 
 func withHeadersNamed(c Columns, names ...string) Columns {
 	for _, n := range names {
