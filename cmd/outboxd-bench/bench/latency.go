@@ -21,7 +21,7 @@ type steady struct {
 	// the writing transaction, to the consumer: Latency plus the commit
 	// and its fsync. Not for the pgoutput reader, which has no consumer.
 	InsertLatency percentiles `json:"insert_latency"`
-	LagBytes      int64       `json:"slot_lag_bytes_at_end"` // outboxd only
+	LagBytes      int64       `json:"slot_lag_bytes_at_end"` // relays that read a slot
 	Unsent        int64       `json:"unsent_rows_at_end"`    // polling relay only
 	CPU           cpuSplit    `json:"cpu_cores"`
 	PGLoad        pgLoad      `json:"pg_load"`
@@ -71,11 +71,7 @@ func (e *env) steadyOutboxd(ctx context.Context, slot string, rate int) (steady,
 		if err := e.waitActive(ctx, p, slot); err != nil {
 			return steady{}, err
 		}
-		s, err := e.underLoad(ctx, p, outboxTable, benchStream, rate, func(s *steady) error {
-			var err error
-			s.LagBytes, err = slotLag(ctx, e.conn, slot)
-			return err
-		})
+		s, err := e.underLoad(ctx, p, outboxTable, benchStream, rate, e.lagAtEnd(ctx, slot))
 		if err != nil {
 			return s, err
 		}
@@ -86,6 +82,16 @@ func (e *env) steadyOutboxd(ctx context.Context, slot string, rate int) (steady,
 	s, err := run()
 	err = errors.Join(err, p.stop(time.Minute), e.main.deleteBucket(ctx, checkpointBucket(slot)))
 	return s, err
+}
+
+// lagAtEnd is underLoad's atEnd for a relay reading slot: the slot's lag
+// when the load stops.
+func (e *env) lagAtEnd(ctx context.Context, slot string) func(*steady) error {
+	return func(s *steady) error {
+		var err error
+		s.LagBytes, err = slotLag(ctx, e.conn, slot)
+		return err
+	}
 }
 
 // steadySync offers rate events/s to the synchronous relay (SyncRelay,
@@ -107,11 +113,7 @@ func (e *env) steadySync(ctx context.Context, slot string, rate int) (steady, er
 		if err := e.waitActive(ctx, p, slot); err != nil {
 			return steady{}, err
 		}
-		return e.underLoad(ctx, p, outboxTable, syncStream, rate, func(s *steady) error {
-			var err error
-			s.LagBytes, err = slotLag(ctx, e.conn, slot)
-			return err
-		})
+		return e.underLoad(ctx, p, outboxTable, syncStream, rate, e.lagAtEnd(ctx, slot))
 	}
 	s, err := run()
 	return s, errors.Join(err, p.stop(30*time.Second))
