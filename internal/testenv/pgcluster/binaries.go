@@ -84,3 +84,49 @@ func versionOf(binDir string) []int {
 	}
 	return v
 }
+
+// Supported majors: the ones outboxd is tested on.
+const (
+	OldestMajor = 14
+	NewestMajor = 18
+)
+
+// installDirs are where scripts/ensure-postgres MAJOR unpacks the npm
+// builds, each holding MAJOR/bin: $OUTBOXD_PG_INSTALL_DIR if set, else
+// /opt/outboxd/postgresql (as root) and ~/.local/share/outboxd/postgresql.
+func installDirs() []string {
+	if dir := os.Getenv("OUTBOXD_PG_INSTALL_DIR"); dir != "" {
+		return []string{dir}
+	}
+	dirs := []string{"/opt/outboxd/postgresql"}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".local", "share", "outboxd", "postgresql"))
+	}
+	return dirs
+}
+
+// BinDirFor returns the folder holding the server binaries of PostgreSQL
+// major: Debian's /usr/lib/postgresql/MAJOR/bin, else where
+// scripts/ensure-postgres MAJOR installs them. The error, wrapping
+// ErrNoBinaries, names the folders searched and the command that installs
+// them.
+func BinDirFor(major int) (string, error) {
+	return binDirFor(major, "/usr/lib/postgresql", installDirs())
+}
+
+func binDirFor(major int, debianRoot string, installDirs []string) (string, error) {
+	if major < OldestMajor || major > NewestMajor {
+		return "", fmt.Errorf("PostgreSQL %d: outboxd is tested on %d to %d; choose one of those", major, OldestMajor, NewestMajor)
+	}
+	searched := []string{filepath.Join(debianRoot, strconv.Itoa(major), "bin")}
+	for _, dir := range installDirs {
+		searched = append(searched, filepath.Join(dir, strconv.Itoa(major), "bin"))
+	}
+	for _, dir := range searched {
+		if hasServerBinaries(dir) == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("%w for PostgreSQL %d: searched %s; install them with \"scripts/ensure-postgres %d\"",
+		ErrNoBinaries, major, strings.Join(searched, ", "), major)
+}

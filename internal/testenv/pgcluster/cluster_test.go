@@ -198,3 +198,47 @@ func TestFindBinDir(t *testing.T) {
 		})
 	}
 }
+
+func TestBinDirFor(t *testing.T) {
+	debian, npm := t.TempDir(), t.TempDir()
+	mkBin := func(root, major string) string {
+		dir := filepath.Join(root, major, "bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"initdb", "postgres"} {
+			if err := os.WriteFile(filepath.Join(dir, n), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	deb15, npm17 := mkBin(debian, "15"), mkBin(npm, "17")
+	mkBin(npm, "15") // shadowed by Debian's
+
+	tests := []struct {
+		major   int
+		want    string
+		wantErr string
+	}{
+		{major: 15, want: deb15}, // Debian's package first
+		{major: 17, want: npm17},
+		{major: 16, wantErr: `scripts/ensure-postgres 16`},
+		{major: 13, wantErr: "tested on 14 to 18"},
+		{major: 19, wantErr: "tested on 14 to 18"},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.major), func(t *testing.T) {
+			got, err := binDirFor(tt.major, debian, []string{npm})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("binDirFor(%d) = %q, %v; want %q", tt.major, got, err, tt.want)
+			}
+		})
+	}
+}

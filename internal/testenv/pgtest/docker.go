@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,8 +14,16 @@ import (
 	"github.com/outboxd/outboxd/internal/testenv/pgcluster"
 )
 
-// startDocker runs postgres:16 with the settings pgcluster would write.
-func startDocker(o pgcluster.Options) (*Server, error) {
+// defaultDockerMajor is the image startDocker runs when no major is asked for.
+const defaultDockerMajor = 16
+
+// startDocker runs postgres:MAJOR (postgres:16 for 0) with the settings
+// pgcluster would write.
+func startDocker(o pgcluster.Options, major int) (*Server, error) {
+	if major == 0 {
+		major = defaultDockerMajor
+	}
+	tag := strconv.Itoa(major)
 	pool, err := dockertest.NewPool("")
 	if err == nil {
 		err = pool.Client.Ping()
@@ -29,7 +38,7 @@ func startDocker(o pgcluster.Options) (*Server, error) {
 	}
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
 		Repository: "postgres",
-		Tag:        "16",
+		Tag:        tag,
 		Env:        []string{"POSTGRES_HOST_AUTH_METHOD=trust"},
 		Cmd:        cmd,
 	}, func(hc *docker.HostConfig) {
@@ -37,7 +46,7 @@ func startDocker(o pgcluster.Options) (*Server, error) {
 		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("run postgres:16: %w", err)
+		return nil, fmt.Errorf("run postgres:%s: %w", tag, err)
 	}
 	// The engine removes the container even if this process is killed.
 	if err := res.Expire(uint(time.Hour / time.Second)); err != nil {

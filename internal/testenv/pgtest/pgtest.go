@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,13 @@ import (
 // EnvURL names the environment variable that points the tests at an
 // existing server, as a postgres:// URL, instead of starting one.
 const EnvURL = "OUTBOXD_TEST_PG_URL"
+
+// EnvVersion names the environment variable that chooses the PostgreSQL
+// major (14 to 18) of the servers the tests start: its binaries come from
+// pgcluster.BinDirFor (scripts/ensure-postgres MAJOR installs them), and
+// every server, however it was made, is checked to be that major. Unset:
+// the default binaries (pgcluster.Options.BinDir).
+const EnvVersion = "OUTBOXD_TEST_PG_VERSION"
 
 const timeout = time.Minute // for each setup step
 
@@ -140,27 +148,94 @@ func Main(m *testing.M) int {
 	return code
 }
 
+// start makes the server, then checks that it is the major EnvVersion
+// asks for, so that a run meant for one version never passes on another.
 func start(o pgcluster.Options) (*Server, error) {
+	major, err := wantedMajor()
+	if err != nil {
+		return nil, err
+	}
+	s, err := startAny(o, major)
+	if err != nil || major == 0 {
+		return s, err
+	}
+	if err := s.checkMajor(major); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func startAny(o pgcluster.Options, major int) (*Server, error) {
 	if raw := os.Getenv(EnvURL); raw != "" {
 		return external(raw)
+	}
+	if major != 0 && o.BinDir == "" {
+		dir, err := pgcluster.BinDirFor(major)
+		if err != nil && !errors.Is(err, pgcluster.ErrNoBinaries) {
+			return nil, fmt.Errorf("%s=%d: %w", EnvVersion, major, err)
+		}
+		o.BinDir = dir // "" when missing: Start then reports ErrNoBinaries
+		if err != nil {
+			return startDockerInstead(o, major, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := pgcluster.Start(ctx, o)
-	if errors.Is(err, pgcluster.ErrNoBinaries) && o.TLS != nil {
-		return nil, fmt.Errorf("%w\n(a postgres container is no substitute: pgtest cannot give it a TLS certificate)", err)
-	}
 	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		s, derr := startDocker(o)
-		if derr != nil {
-			return nil, fmt.Errorf("%w\n(nor could a postgres container be started: %v)", err, derr)
-		}
-		return s, nil
+		return startDockerInstead(o, major, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return &Server{cluster: c, dsn: c.DSN, admin: c.DSN("postgres"), close: c.Close}, nil
+}
+
+// startDockerInstead starts a postgres container where no server binaries
+// were found (noBinaries says why).
+func startDockerInstead(o pgcluster.Options, major int, noBinaries error) (*Server, error) {
+	if o.TLS != nil {
+		return nil, fmt.Errorf("%w\n(a postgres container is no substitute: pgtest cannot give it a TLS certificate)", noBinaries)
+	}
+	s, err := startDocker(o, major)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n(nor could a postgres container be started: %v)", noBinaries, err)
+	}
+	return s, nil
+}
+
+// wantedMajor is EnvVersion's major, 0 when it is unset.
+func wantedMajor() (int, error) {
+	raw := os.Getenv(EnvVersion)
+	if raw == "" {
+		return 0, nil
+	}
+	major, err := strconv.Atoi(raw)
+	if err != nil || major < pgcluster.OldestMajor || major > pgcluster.NewestMajor {
+		return 0, fmt.Errorf("%s=%q: want a PostgreSQL major from %d to %d, such as 17",
+			EnvVersion, raw, pgcluster.OldestMajor, pgcluster.NewestMajor)
+	}
+	return major, nil
+}
+
+// checkMajor fails unless the server's major version is major.
+func (s *Server) checkMajor(major int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var num int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		return fmt.Errorf("read the server's version: %w", err)
+	}
+	if got := num / 10000; got != major {
+		return fmt.Errorf("%s=%d, but the server is PostgreSQL %d (server_version_num %d)", EnvVersion, major, got, num)
+	}
+	return nil
 }
 
 func external(raw string) (*Server, error) {

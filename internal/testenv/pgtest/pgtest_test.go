@@ -2,7 +2,9 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +178,61 @@ func TestWithTLS(t *testing.T) {
 	}
 	if Shared(t).CAFile() != "" {
 		t.Error("CAFile of a server without TLS is not empty")
+	}
+}
+
+func TestWantedMajor(t *testing.T) {
+	tests := []struct {
+		env     string
+		want    int
+		wantErr string
+	}{
+		{env: "", want: 0},
+		{env: "14", want: 14},
+		{env: "18", want: 18},
+		{env: "13", wantErr: "from 14 to 18"},
+		{env: "17.2", wantErr: `"17.2": want a PostgreSQL major`},
+		{env: "latest", wantErr: `"latest"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv(EnvVersion, tt.env)
+			got, err := wantedMajor()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), EnvVersion) {
+					t.Fatalf("wantedMajor() = %d, %v; want an error naming %s and %q", got, err, EnvVersion, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("wantedMajor() = %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestVersionMismatchRefused: a server of another major than EnvVersion's
+// fails the start, so a matrix run never passes on the wrong version.
+func TestVersionMismatchRefused(t *testing.T) {
+	if os.Getenv(EnvURL) != "" {
+		t.Skipf("starts a private cluster; %s is set", EnvURL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := &Server{cluster: c, dsn: c.DSN, admin: c.DSN("postgres"), close: c.Close}
+	num := queryString(t, c.DSN("postgres"), "SHOW server_version_num")
+	major, _ := strconv.Atoi(num[:len(num)-4])
+	if err := s.checkMajor(major); err != nil {
+		t.Fatalf("checkMajor(%d) on PostgreSQL %s: %v", major, num, err)
+	}
+	other := major + 1
+	err = s.checkMajor(other)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s=%d, but the server is PostgreSQL %d", EnvVersion, other, major)) {
+		t.Fatalf("checkMajor(%d) on PostgreSQL %d = %v; want a mismatch error", other, major, err)
 	}
 }
