@@ -370,8 +370,34 @@ func (s *Stream) parse(raw pgproto3.BackendMessage) (*Message, bool, error) {
 		return nil, false, classify("replication stream", pgconn.ErrorResponseToPgError(m))
 	case *pgproto3.CopyDone:
 		return nil, false, errors.New("replication stream ended by the server (CopyDone)")
+	case *pgproto3.NoticeResponse:
+		return nil, false, s.skippedPublication(m)
 	}
 	return nil, false, nil
+}
+
+// skippedPublication turns PostgreSQL 18's warning that the walsender
+// skipped a publication missing at this point in the WAL into the error
+// older servers raise. Going on would be silent loss: the walsender then
+// sends none of the table's rows, and keepalives would let outboxd confirm
+// the WAL that holds them. Any other notice is nil. The warning (SQLSTATE
+// 55000) is told by the server function that raises it, as its text may
+// be translated, or else by its English text.
+func (s *Stream) skippedPublication(n *pgproto3.NoticeResponse) error {
+	severity := n.SeverityUnlocalized
+	if severity == "" {
+		severity = n.Severity
+	}
+	if severity != "WARNING" || (n.Routine != "LoadPublications" && !strings.HasPrefix(n.Message, "skipped loading publication")) {
+		return nil
+	}
+	// The code of the error older servers raise, which MissingPublication
+	// and the runbook's recovery know.
+	return classify("replication stream", &pgconn.PgError{
+		Severity: "ERROR", Code: "42704",
+		Message: fmt.Sprintf("publication %q does not exist (the server skipped it: %s)", s.cfg.Publication, n.Message),
+		Detail:  n.Detail,
+	})
 }
 
 // sendStatus reports write = received, flush = apply = durable. The flush

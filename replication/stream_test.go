@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 	"github.com/outboxd/outboxd/internal/testenv/testsync"
@@ -646,5 +647,40 @@ func TestStatusNeverPastServerWAL(t *testing.T) {
 	}
 	if confirmed <= consistent {
 		t.Fatalf("slot confirmed %s, want it moved up to the WAL the server sent (past %s)", confirmed, consistent)
+	}
+}
+
+// TestSkippedPublication: PostgreSQL 18's warning that it skipped a missing
+// publication is the error older servers raise (MissingPublication, a
+// permanent error); other notices are not errors.
+func TestSkippedPublication(t *testing.T) {
+	s := &Stream{cfg: Config{Publication: "outboxd"}}
+	tests := []struct {
+		name    string
+		notice  pgproto3.NoticeResponse
+		missing bool
+	}{
+		{name: "PostgreSQL 18, English", missing: true, notice: pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "55000",
+			Message: `skipped loading publication "outboxd"`, Detail: "The publication does not exist at this point in the WAL.", Routine: "LoadPublications"}},
+		{name: "translated", missing: true, notice: pgproto3.NoticeResponse{Severity: "WARNUNG", SeverityUnlocalized: "WARNING", Code: "55000",
+			Message: `Publikation »outboxd« übersprungen`, Routine: "LoadPublications"}},
+		{name: "server without the unlocalized severity", missing: true, notice: pgproto3.NoticeResponse{Severity: "WARNING", Code: "55000",
+			Message: `skipped loading publication "outboxd"`}},
+		{name: "another warning", notice: pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "01000", Message: "something else"}},
+		{name: "another warning of that code", notice: pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "55000", Message: "something else", Routine: "Other"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.skippedPublication(&tt.notice)
+			if !tt.missing {
+				if err != nil {
+					t.Fatalf("skippedPublication = %v, want nil", err)
+				}
+				return
+			}
+			if !MissingPublication(err) || !Permanent(err) || !strings.Contains(err.Error(), `publication "outboxd" does not exist`) {
+				t.Fatalf("skippedPublication = %v, want a permanent missing-publication error naming it", err)
+			}
+		})
 	}
 }
