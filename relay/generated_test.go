@@ -107,7 +107,7 @@ func TestGeneratedColumns(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if version < tt.minVersion {
-				t.Skipf("needs PostgreSQL %d, the test server is %d: put PostgreSQL %d's bin folder first on PATH to run it",
+				t.Skipf("needs PostgreSQL %d, the test server is %d: scripts/test-versions %d runs it (OUTBOXD_TEST_PG_VERSION)",
 					tt.minVersion, version, tt.minVersion)
 			}
 			dsn := pg.NewDatabase(t)

@@ -44,7 +44,7 @@ func TestGeneratedColumn(t *testing.T) {
 			t.Fatal(err)
 		}
 		if version < 18 {
-			t.Skipf("PostgreSQL %d's pgoutput cannot send generated columns; put PostgreSQL 18's bin folder first on PATH to run this", version)
+			t.Skipf("PostgreSQL %d's pgoutput cannot send generated columns; scripts/test-versions 18 runs this (OUTBOXD_TEST_PG_VERSION=18)", version)
 		}
 		e.pg.Exec(t, e.dsn, generatedTable+`; CREATE PUBLICATION outboxd FOR TABLE gen_outbox WITH (publish_generated_columns = stored)`)
 		e.pg.Exec(t, e.dsn, `INSERT INTO gen_outbox VALUES (gen_random_uuid(), '{"type":"OrderPlaced"}')`)
