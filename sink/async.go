@@ -15,13 +15,19 @@ import (
 
 // runAsync is Run with PublishAsync: one PubAck per message. It sends
 // first, built already, before anything from in (fast mode hands over a
-// message when the stream refuses batches). When a message may go out, and
-// how, is up to its sender: asyncSender, or in exclusive mode
-// exclusiveSender (exclusive.go).
-func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, first ...pending) error {
+// message when the stream refuses batches, or a trickle's). When a message
+// may go out, and how, is up to its sender: asyncSender, or in exclusive
+// mode exclusiveSender (exclusive.go).
+//
+// leave, if not nil, is asked before each new item is taken, with the
+// number of messages in flight: once it says yes, runAsync takes nothing
+// more and returns errBacklog when the window is acknowledged (fast mode's
+// way back from a trickle to batches).
+func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, leave func(inFlight int) bool, first ...pending) error {
 	var window queue
 	s := p.newSender()
 	var stop error // an item that cannot be published; Run returns it after the window
+	left := false
 	for _, pm := range first {
 		s.send(&window, pm)
 	}
@@ -39,6 +45,10 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, fi
 			}
 		}
 		if s.sendHeld(&window) {
+			continue
+		}
+		if in != nil && leave != nil && leave(window.len()) {
+			in, left = nil, true
 			continue
 		}
 		var recv <-chan Item
@@ -78,8 +88,15 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, fi
 			}
 		}
 	}
+	if stop == nil && left {
+		return errBacklog
+	}
 	return stop
 }
+
+// errBacklog is runAsync's return when its leave said yes: the window is
+// acknowledged and in still open.
+var errBacklog = errors.New("a backlog is waiting")
 
 // sender holds what differs between async and exclusive mode in runAsync:
 // when a new item may be taken, how a message goes out, and how the window

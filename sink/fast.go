@@ -72,6 +72,18 @@ func CheckFastBatch(ctx context.Context, js jetstream.JetStream, stream string) 
 	return nil
 }
 
+// backlogItems is how many items waiting in the input, or messages in
+// flight, end a spell of async publishing in fast mode: a backlog, not two
+// commits that came together. (A drain can keep the input short while
+// async publishing keeps up at a higher cost per message; its messages in
+// flight then pile up instead.)
+const backlogItems = 16
+
+// backlogged is runAsync's leave in fast mode.
+func (p *Publisher) backlogged(in <-chan Item) func(inFlight int) bool {
+	return func(inFlight int) bool { return len(in) >= backlogItems || inFlight >= backlogItems }
+}
+
 // DefaultLinger is Config.Linger's default: how long a batch waits for the
 // next item before it commits. Committing whenever the input is
 // momentarily empty makes batches of one or two messages, and each costs a
@@ -131,8 +143,9 @@ func (p *Publisher) newBatch() (*batch, error) {
 // runFast is Run with fast batches. window holds the open batch's messages
 // the server has not acknowledged yet, oldest first; the first has batch
 // sequence b.acked+1. A message of a trickle (none waiting behind it, no
-// batch open, and a linger or more since the one before) goes out alone,
-// published as in async mode. Otherwise the newest message is held back
+// batch open, and a linger or more since the one before) starts a spell of
+// async mode (runAsync), which hands back once backlogItems wait and its
+// window is acknowledged. Otherwise the newest message is held back
 // (holding) until the next item comes, or none comes within
 // Config.Linger: then it goes out as the batch's commit, which the server
 // stores. (Closing a batch without a message of its own would send an
@@ -167,7 +180,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 					return err
 				}
 				if disabled {
-					return p.runAsync(ctx, in, acks)
+					return p.runAsync(ctx, in, acks, nil)
 				}
 				b, holding = nil, false
 				continue
@@ -199,26 +212,33 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 			}
 			b, holding = nil, false
 			if disabled {
-				return p.runAsync(ctx, in, acks, pm)
+				return p.runAsync(ctx, in, acks, nil, pm)
 			}
 		}
-		// A dead letter goes alone. So does a message of a trickle: none
-		// waits behind it, and it came a linger or more after the one
-		// before, so the linger would most likely wait for nothing. A
-		// batch of one costs a reply subscription and a JSON
-		// acknowledgement besides; a plain publish does neither (30% less
-		// CPU and half the latency at 1,000 one-row transactions a
-		// second). Messages that arrive closer together, a backlog's, go
-		// out in batches.
+		// A dead letter goes alone. A message of a trickle (none waits
+		// behind it, and it came a linger or more after the one before)
+		// starts a spell of async publishing that lasts until a backlog
+		// forms: a batch would hold each message back until the next one
+		// came (its commit needs a message), and a batch of one costs a
+		// reply subscription and a JSON acknowledgement besides. Messages
+		// that arrive closer together, a backlog's, go out in batches.
 		now := time.Now() // one clock read per item: this is the drain's hot path
 		trickle := !holding && len(in) == 0 && now.Sub(lastItem) >= p.cfg.Linger
 		lastItem = now
-		if pm.dead || trickle {
+		if pm.dead {
 			pm.future = p.publish(pm.msg)
 			window.push(pm)
 			if err := p.drain(ctx, &window, acks); err != nil {
 				return err
 			}
+			continue
+		}
+		if trickle {
+			err := p.runAsync(ctx, in, acks, p.backlogged(in), pm)
+			if !errors.Is(err, errBacklog) {
+				return err // nil once in is closed and all is acknowledged
+			}
+			lastItem = time.Now()
 			continue
 		}
 		if holding {
@@ -227,7 +247,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 				return err
 			}
 			if disabled {
-				return p.runAsync(ctx, in, acks, pm)
+				return p.runAsync(ctx, in, acks, nil, pm)
 			}
 		}
 		window.push(pm)

@@ -206,3 +206,57 @@ func TestFastLinger(t *testing.T) {
 	}
 	checkStored(t, srv, "OUTBOX", tmpl, items)
 }
+
+// TestFastTrickleSpell: a trickle's item starts a spell of async
+// publishing, in which items that come together are not held for the
+// linger; a backlog of backlogItems or more ends the spell, and batches,
+// whose last item waits the linger, take over. Everything is stored once,
+// in order, with no stray message.
+func TestFastTrickleSpell(t *testing.T) {
+	const linger = 2 * time.Second
+	ctx := testCtx(t)
+	srv := natstest.Start(t)
+	nc, js := newJetStream(t, srv)
+	tmpl := testTemplate(t, defaultTemplate)
+	setupStream(t, js, "OUTBOX", tmpl)
+	watcher := srv.Conn(t)
+	sub, err := watcher.SubscribeSync("outbox.>")
+	if err == nil {
+		err = watcher.Flush() // the server has the subscription before the first publish
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	backlog := 4 * backlogItems
+	items := newEventBuilder(t).items(3+backlog, 5, 32)
+	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: true, Linger: linger})
+	a := newAcker()
+	in := make(chan Item, len(items))
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx, in, a) }()
+
+	in <- items[0] // a trickle: the spell starts
+	testsync.Eventually(t, linger/2, testsync.Until("the trickle's item", func() bool { return a.count.Load() == 1 }))
+	in <- items[1] // two together, within the spell: neither waits
+	in <- items[2]
+	testsync.Eventually(t, linger/2, testsync.Until("two items of the spell, not held for the linger", func() bool { return a.count.Load() == 3 }))
+
+	for _, it := range items[3:] { // a backlog: batches again
+		in <- it
+	}
+	time.Sleep(linger / 5)
+	if n := a.count.Load(); n >= uint64(len(items)) {
+		t.Fatalf("%d acks %s after a backlog of %d, want the last batch's commit held for the %s linger", n, linger/5, backlog, linger)
+	}
+	testsync.Eventually(t, 5*linger, testsync.Until("the backlog's last batch to commit", func() bool { return a.count.Load() == uint64(len(items)) }))
+	close(in)
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	checkAcks(t, a, len(items))
+	checkStored(t, srv, "OUTBOX", tmpl, items)
+	time.Sleep(100 * time.Millisecond) // let any stray message arrive
+	if got, _, err := sub.Pending(); err != nil || got != len(items) {
+		t.Fatalf("the subscriber saw %d messages (%v), want exactly the %d events", got, err, len(items))
+	}
+}

@@ -157,7 +157,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	if p.cfg.Fast {
 		return p.runFast(ctx, in, acks)
 	}
-	return p.runAsync(ctx, in, acks)
+	return p.runAsync(ctx, in, acks, nil)
 }
 
 // prepare builds the message for an item, ready to send.
