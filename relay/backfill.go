@@ -110,7 +110,8 @@ func Backfill(ctx context.Context, cfg BackfillConfig, env Env, out io.Writer) e
 		return err
 	}
 
-	stream, err := replication.Connect(ctx, replication.Config{ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication, Logger: log})
+	stream, err := replication.Connect(ctx, replication.Config{ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication,
+		Failover: cfg.SlotFailover, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -96,6 +96,10 @@ type Config struct {
 	// AllowGap (allow-gap) starts even when the slot is ahead of the
 	// checkpoint or was recreated; events in the gap are not published.
 	AllowGap bool
+	// SlotFailover (slot-failover, default true) makes the slot a failover
+	// slot on PostgreSQL 17+, synchronised to standbys so that it survives
+	// a promotion; older servers have none.
+	SlotFailover bool
 	// PublishMode (publish-mode, default auto).
 	PublishMode PublishMode
 	// MaxInFlight (max-in-flight, default 4096, 1 to sink.MaxInFlightLimit)
@@ -193,7 +197,8 @@ func DefaultConfig() Config {
 		Retention: Retention{
 			Batch: 1000, Pause: 100 * time.Millisecond, Wait: time.Minute, CreatedAtZone: "UTC",
 		},
-		PGStreaming: true,
+		PGStreaming:  true,
+		SlotFailover: true,
 	}
 }
 

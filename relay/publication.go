@@ -30,19 +30,34 @@ func publicationDropped(ctx context.Context, cfg Config, store checkpoint.Store,
 		create += " FOR TABLE " + cfg.Table.String()
 	}
 	create += " WITH (publish = 'insert')"
-	from := time.Now().UTC()
 	saved, loadErr := store.Load(context.WithoutCancel(ctx))
-	if loadErr == nil && !saved.SavedAt.IsZero() {
-		from = saved.SavedAt.UTC()
+	if loadErr != nil {
+		saved = checkpoint.Checkpoint{}
 	}
-	var steps []string
-	steps = append(steps,
+	steps := backfillSteps(cfg, saved,
 		"create the publication again: "+create,
 		fmt.Sprintf("drop the stuck slot and its checkpoint: outboxd slot drop --slot %s --yes; %s", cfg.Slot, store.DeleteCommand()))
+	return &fatalError{fmt.Errorf("%w: publication %q was dropped while replication slot %q still had WAL to decode, and the slot cannot get past the drop "+
+		"even once the publication exists again (it reads the catalog as of each change); to recover with nothing lost and nothing published twice: %s "+
+		"(see the runbook, \"Publication dropped\")", err, cfg.Publication, cfg.Slot, steps)}
+}
+
+// backfillSteps is the numbered recovery of the events a slot that cannot
+// be used any more had not delivered: first, then a backfill from the
+// outbox table of the rows created since an hour before the checkpoint
+// saved was saved (now when it has no save time) that the stream does not
+// hold, which creates the slot anew, then run. In logical-message mode, or
+// without created_at mapped, it says what the operator must do instead.
+func backfillSteps(cfg Config, saved checkpoint.Checkpoint, first ...string) string {
+	from := time.Now().UTC()
+	if !saved.SavedAt.IsZero() {
+		from = saved.SavedAt.UTC()
+	}
+	steps := first
 	_, createdAt := cfg.Columns.Mapped("created_at")
 	switch {
 	case cfg.messagesOnly():
-		steps = append(steps, "the events emitted as logical messages since the checkpoint are only in this slot's WAL, which no slot can decode any more: "+
+		steps = append(steps, "the events emitted as logical messages since the checkpoint are only in the lost slot's WAL, which no slot can decode any more: "+
 			"find them in the application and emit them again; then start outboxd run, which creates a new slot")
 	case !createdAt:
 		steps = append(steps, "publish the rows written since the checkpoint was saved ("+from.Format(time.RFC3339)+
@@ -55,7 +70,5 @@ func publicationDropped(ctx context.Context, cfg Config, store checkpoint.Store,
 	for i := range steps {
 		steps[i] = fmt.Sprintf("(%d) %s", i+1, steps[i])
 	}
-	return &fatalError{fmt.Errorf("%w: publication %q was dropped while replication slot %q still had WAL to decode, and the slot cannot get past the drop "+
-		"even once the publication exists again (it reads the catalog as of each change); to recover with nothing lost and nothing published twice: %s "+
-		"(see the runbook, \"Publication dropped\")", err, cfg.Publication, cfg.Slot, strings.Join(steps, "; "))}
+	return strings.Join(steps, "; ")
 }

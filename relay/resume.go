@@ -49,6 +49,12 @@ type resumeFacts struct {
 	slot          replication.SlotState
 	store         checkpoint.Store // named in errors and fixes
 	allowGap      bool
+	// history is the current timeline's history, read when the checkpoint
+	// was saved on another timeline (after a failover or promotion).
+	history []replication.TimelineSwitch
+	// failoverRecovery, set with history, is the recovery of the events
+	// of a slot a promotion left behind (backfillSteps).
+	failoverRecovery string
 }
 
 // resumePoint decides where streaming starts (docs/design.md invariant
@@ -65,6 +71,12 @@ func resumePoint(ctx context.Context, cfg Config, stream *replication.Stream, st
 		facts.saved, facts.hasCheckpoint = saved, true
 	case !errors.Is(err, checkpoint.ErrNotFound):
 		return resume{}, fmt.Errorf("load checkpoint from %s: %w", store, err)
+	}
+	if facts.hasCheckpoint && saved.Timeline != stream.Timeline() {
+		if facts.history, err = stream.TimelineHistory(ctx); err != nil {
+			return resume{}, err
+		}
+		facts.failoverRecovery = backfillSteps(cfg, saved, "delete the checkpoint: "+store.DeleteCommand())
 	}
 	r, createSlot, err := decideResume(facts, log)
 	if err != nil || !createSlot {
@@ -92,8 +104,22 @@ func decideResume(f resumeFacts, log zerolog.Logger) (r resume, createSlot bool,
 	r = resume{Checkpoint: f.identity}
 	saved, hasCheckpoint, slot := f.saved, f.hasCheckpoint, f.slot
 	if hasCheckpoint {
-		if err := saved.Matches(f.identity.SystemID, f.identity.Timeline, f.identity.Slot); err != nil {
+		// The timeline is checked on its own: a checkpoint of an earlier
+		// timeline is good when the server's history passes through it.
+		if err := saved.Matches(f.identity.SystemID, saved.Timeline, f.identity.Slot); err != nil {
 			return r, false, &fatalError{fmt.Errorf("checkpoint %s: %w", f.store, err)}
+		}
+		if saved.Timeline != f.identity.Timeline {
+			err := timelineAncestor(f)
+			if !slot.Exists && !f.allowGap {
+				return r, false, &fatalError{slotLostAtFailover(f, err)}
+			}
+			if err != nil {
+				return r, false, &fatalError{err}
+			}
+			log.Info().Int32("from_timeline", saved.Timeline).Int32("timeline", f.identity.Timeline).Str("checkpoint", saved.LSN.String()).
+				Msg("the server changed timeline (a failover or promotion) after the checkpoint, which is in the new timeline's history: resuming")
+			r.Replace = true // saved at once with the new timeline
 		}
 	}
 	if err := pastServerWAL(f); err != nil {
@@ -130,6 +156,58 @@ func decideResume(f resumeFacts, log zerolog.Logger) (r resume, createSlot bool,
 		r.Restored = resumeFromSlotFix(f.identity.Slot, slot.ConfirmedFlush.String(), f.store, false)
 	}
 	return r, false, nil
+}
+
+// timelineAncestor reports, unless the checkpoint's position lies in the
+// server's history, why resuming from it could skip or repeat
+// transactions: its timeline must be an ancestor of the current one, and
+// the checkpoint at or before the point where that timeline ended. A
+// checkpoint past that point holds WAL the promoted server never had: the
+// transactions outboxd published from there were lost by the failover,
+// and the new timeline's transactions at those positions would be skipped.
+func timelineAncestor(f resumeFacts) error {
+	saved, current := f.saved, f.identity.Timeline
+	mismatch := &checkpoint.MismatchError{Field: "timeline", Saved: fmt.Sprint(saved.Timeline), Current: fmt.Sprint(current)}
+	for _, sw := range f.history {
+		if sw.Timeline != saved.Timeline {
+			continue
+		}
+		if saved.LSN <= sw.End {
+			return nil
+		}
+		return fmt.Errorf("checkpoint %s is at %s on timeline %d, but timeline %d ended at %s when the server "+
+			"switched to the timeline it is on now (%d): the new primary never had the WAL between the two, so the "+
+			"events outboxd published from it are of transactions the database lost at the failover (with "+
+			"synchronized_standby_slots on PostgreSQL 17+ this cannot happen), and resuming from %s would skip the "+
+			"new timeline's transactions up to there; to resume from the slot instead, delete the checkpoint (%s), "+
+			"then check the stream for the lost transactions' events (see the runbook, \"Primary failover\"): %w",
+			f.store, saved.LSN, saved.Timeline, saved.Timeline, sw.End, current, saved.LSN, f.store.DeleteCommand(), mismatch)
+	}
+	return notInHistory(f.store, saved.Timeline, current)
+}
+
+// notInHistory is the refusal of a checkpoint whose timeline is not an
+// ancestor of the server's.
+func notInHistory(store checkpoint.Store, saved, current int32) error {
+	mismatch := &checkpoint.MismatchError{Field: "timeline", Saved: fmt.Sprint(saved), Current: fmt.Sprint(current)}
+	return fmt.Errorf("checkpoint %s: %w (timeline %d is not in the history of timeline %d)", store, mismatch, saved, current)
+}
+
+// slotLostAtFailover is the way out when the server was promoted since
+// the checkpoint and the slot did not come along (PostgreSQL before 17, or
+// a slot that was not a synchronised failover slot): the events committed
+// since the checkpoint are in no slot, but their rows are in the outbox
+// table. pastSwitch is timelineAncestor's error, if any.
+func slotLostAtFailover(f resumeFacts, pastSwitch error) error {
+	err := fmt.Errorf("replication slot %q does not exist on this server, which was promoted after checkpoint %s was saved "+
+		"(timeline %d then, %d now): before PostgreSQL 17 a logical slot lives only on the primary (on 17+ only a failover "+
+		"slot synchronised to the standby survives, see --slot-failover), so the events committed since the checkpoint "+
+		"are in no slot; to recover them from the outbox table with nothing lost and nothing published twice: %s "+
+		"(see the runbook, \"Primary failover\")", f.identity.Slot, f.store, f.saved.Timeline, f.identity.Timeline, f.failoverRecovery)
+	if pastSwitch != nil {
+		err = fmt.Errorf("%w; note: the stream may also hold events of transactions the failover lost: %w", err, pastSwitch)
+	}
+	return err
 }
 
 // createSlotAt creates the replication slot and reads, in the snapshot it

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,14 +84,7 @@ func TestDecideResume(t *testing.T) {
 			}
 			r, create, err := decideResume(f, zerolog.Nop())
 			if tt.wantErr != nil {
-				if err == nil || !Permanent(err) {
-					t.Fatalf("decideResume = %+v, %v; want a permanent error", r, err)
-				}
-				for _, want := range tt.wantErr {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("error %q lacks %q", err, want)
-					}
-				}
+				wantPermanent(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -113,4 +107,79 @@ func TestDecideResume(t *testing.T) {
 	}
 }
 
+// wantPermanent fails unless err is a permanent error holding every want.
+func wantPermanent(t *testing.T, err error, want []string) {
+	t.Helper()
+	if err == nil || !Permanent(err) {
+		t.Fatalf("decideResume = %v, want a permanent error", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
+
+// TestDecideResumeNewTimeline: a checkpoint saved on an earlier timeline
+// (before a failover or promotion) is resumed from when the server's
+// history passes through it, and replaced at once with the new timeline;
+// a checkpoint past the point where its timeline ended, or of a timeline
+// not in the history, stops outboxd.
+func TestDecideResumeNewTimeline(t *testing.T) {
+	const sysID, slotName = "7300000000000000001", "outboxd"
+	store := checkpoint.NewFileStore(filepath.Join(t.TempDir(), "checkpoint.json"))
+	session := checkpoint.Checkpoint{SystemID: sysID, Timeline: 3, Slot: slotName}
+	history := []replication.TimelineSwitch{{Timeline: 1, End: 0x300}, {Timeline: 2, End: 0x500}}
+	tests := []struct {
+		name     string
+		timeline int32
+		lsn      pglogrepl.LSN
+		history  []replication.TimelineSwitch
+		noSlot   bool
+		allowGap bool
+		wantErr  []string
+	}{
+		{name: "checkpoint before its timeline ended", timeline: 2, lsn: 0x480, history: history},
+		{name: "checkpoint where its timeline ended", timeline: 2, lsn: 0x500, history: history},
+		{name: "checkpoint two failovers back", timeline: 1, lsn: 0x200, history: history},
+		{name: "checkpoint past where its timeline ended", timeline: 2, lsn: 0x501, history: history,
+			wantErr: []string{"is at 0/501 on timeline 2, but timeline 2 ended at 0/500", "lost at the failover", "delete the checkpoint", "rm "}},
+		{name: "older checkpoint past where its timeline ended", timeline: 1, lsn: 0x400, history: history,
+			wantErr: []string{"timeline 1 ended at 0/300"}},
+		{name: "timeline not in the history", timeline: 4, lsn: 0x200, history: history,
+			wantErr: []string{`checkpoint timeline is "4" but the server reports "3"`, "not in the history of timeline 3"}},
+		{name: "no history read", timeline: 2, lsn: 0x200,
+			wantErr: []string{"not in the history"}},
+		{name: "slot left behind by the promotion", timeline: 2, lsn: 0x480, history: history, noSlot: true,
+			wantErr: []string{`replication slot "outboxd" does not exist on this server, which was promoted`, "timeline 2 then, 3 now",
+				"(1) delete the checkpoint", "(2) publish the rows", "Primary failover"}},
+		{name: "slot left behind, checkpoint past the switch", timeline: 2, lsn: 0x600, history: history, noSlot: true,
+			wantErr: []string{"which was promoted", "(2) publish the rows", "may also hold events of transactions the failover lost", "ended at 0/500"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			saved := session
+			saved.Timeline, saved.LSN, saved.BeforeSlot = tt.timeline, tt.lsn, checkpoint.NoneBeforeSlot
+			f := resumeFacts{identity: session, serverWALEnd: 0x900, saved: saved, hasCheckpoint: true,
+				slot: replication.SlotState{Exists: !tt.noSlot, ConfirmedFlush: 0x100}, store: store, history: tt.history,
+				failoverRecovery: "(1) delete the checkpoint; (2) publish the rows"}
+			r, create, err := decideResume(f, zerolog.Nop())
+			if tt.wantErr != nil {
+				wantPermanent(t, err, tt.wantErr)
+				if !tt.noSlot && !errors.Is(err, checkpoint.ErrMismatch) {
+					t.Errorf("decideResume = %v, want a checkpoint mismatch", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if create || r.LSN != tt.lsn || r.From != 0x100 || !r.Replace || r.Timeline != 3 {
+				t.Errorf("decideResume: create %v, LSN %s, from %s, replace %v, timeline %d; want resume at %s from 0/100, replaced on timeline 3",
+					create, r.LSN, r.From, r.Replace, r.Timeline, tt.lsn)
+			}
+		})
+	}
+}

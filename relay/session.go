@@ -64,7 +64,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	stream, err := replication.Connect(ctx, replication.Config{
 		ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication,
 		StatusInterval: cfg.StatusInterval, ReadLinger: cfg.ReadLinger, Logger: log,
-		Streaming: cfg.PGStreaming, Messages: true,
+		Streaming: cfg.PGStreaming, Messages: true, Failover: cfg.SlotFailover,
 	})
 	if err != nil {
 		return err
@@ -98,6 +98,9 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	}
 	start, err := resumePoint(ctx, cfg, stream, store, slot, log)
 	if err != nil {
+		return err
+	}
+	if err := prepareFailover(ctx, cfg, stream, log); err != nil {
 		return err
 	}
 	var kept keptRows

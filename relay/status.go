@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -30,6 +29,11 @@ type StatusReport struct {
 	// BlocksRun is true when a warning blocks outboxd run (BlocksRun of
 	// StatusWarning): `outboxd status` then exits non-zero.
 	BlocksRun bool `json:"blocks_run"`
+
+	// failover is the primary's failover set-up (PostgreSQL 17+), or why
+	// it could not be read.
+	failover    replication.FailoverSetup
+	failoverErr error
 }
 
 // presence says whether a section's object exists (for the server: that
@@ -203,6 +207,10 @@ func gatherPostgres(ctx context.Context, conn *pgx.Conn, cfg Config, r *StatusRe
 	}
 	r.Publication.Exists, r.Publication.PublishesInsert, r.Publication.AllTables = true, pub.Inserts, pub.AllTables
 	r.Publication.Tables, r.Publication.HoldsTable = pub.Tables, pub.Holds(cfg.Table) || (pub.AllTables && pub.Inserts)
+	// Only a primary's synchronized_standby_slots matter.
+	if r.Server.Exists && r.Server.Timeline != 0 {
+		r.failover, r.failoverErr = replication.InspectFailover(ctx, conn, cfg.Slot)
+	}
 }
 
 // readServer reads wal_level and the identity a checkpoint records. On a
@@ -395,6 +403,12 @@ func derivedWarnings(r StatusReport, cfg Config, retainedLimit int64) []StatusWa
 	if r.Slot.Exists {
 		out = append(out, slotWarnings(r.Slot, retainedLimit)...)
 	}
+	for _, problem := range r.failover.Problems(r.Slot.Name, cfg.SlotFailover) {
+		add("failover_setup", false, "%s", problem)
+	}
+	if r.failoverErr != nil {
+		add("failover_setup", false, "cannot check the failover set-up: %v", r.failoverErr)
+	}
 	if r.Publication.Exists && !r.Publication.HoldsTable {
 		add("publication_lacks_table", true, "publication %q does not publish the inserts of %s: outboxd run refuses to start; ALTER PUBLICATION %s ADD TABLE %s (and SET (publish = 'insert'))",
 			r.Publication.Name, r.Publication.Table, pgx.Identifier{r.Publication.Name}.Sanitize(), r.Publication.Table)
@@ -445,14 +459,39 @@ func identityWarnings(r StatusReport) []StatusWarning {
 			"if --pg-url names the wrong server, correct it; if it is the right one (re-created, or restored from a dump), "+deleteIt+", creating it if missing")
 	}
 	if server.Exists && server.Timeline != 0 && c.SystemID == server.SystemID && c.Timeline != server.Timeline {
-		mismatch("checkpoint_other_timeline", "timeline", strconv.Itoa(int(c.Timeline)), strconv.Itoa(int(server.Timeline)),
-			"once the stream is checked, "+deleteIt)
+		out = append(out, timelineWarning(r))
 	}
 	if c.Slot != slot {
 		mismatch("checkpoint_other_slot", "slot", c.Slot, slot,
 			"point --checkpoint at the checkpoint of this slot's relay: each slot has its own")
 	}
 	return out
+}
+
+// timelineWarning is a checkpoint saved on another timeline than the
+// server's: after a promotion or a point-in-time restore. outboxd run
+// resumes when the server's timeline history passes through the checkpoint
+// and the slot exists (it reads the history on its replication
+// connection, which status does not open); without the slot it stops with
+// the recovery from the outbox table.
+func timelineWarning(r StatusReport) StatusWarning {
+	c, server := r.Checkpoint, r.Server
+	if c.Timeline > server.Timeline {
+		// A timeline's ancestors have lower numbers.
+		return StatusWarning{Code: "checkpoint_other_timeline", BlocksRun: true, Message: fmt.Sprintf("%v; "+
+			"outboxd run refuses to start with it, even with --allow-gap; once the stream is checked, delete the checkpoint (%s): "+
+			"outboxd run then starts from replication slot %q",
+			notInHistory(c.store, c.Timeline, server.Timeline), c.store.DeleteCommand(), r.Slot.Name)}
+	}
+	msg := fmt.Sprintf("checkpoint %s was saved on timeline %d and the server is on timeline %d: it was promoted (a failover) or restored "+
+		"to a point in time since; ", c.Store, c.Timeline, server.Timeline)
+	if !r.Slot.Exists {
+		return StatusWarning{Code: "checkpoint_other_timeline", BlocksRun: true, Message: msg + fmt.Sprintf("replication slot %q did not come "+
+			"along (before PostgreSQL 17 a logical slot lives only on the primary), so outboxd run stops with the recovery steps from "+
+			"the outbox table (see the runbook, \"Primary failover\")", r.Slot.Name)}
+	}
+	return StatusWarning{Code: "checkpoint_other_timeline", Message: msg + "outboxd run resumes if the server's timeline history passes " +
+		"through the checkpoint, and otherwise stops saying why (see the runbook, \"Primary failover\")"}
 }
 
 // pastServerWALWarning is outboxd run's refusal of a slot, or a checkpoint

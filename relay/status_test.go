@@ -55,7 +55,18 @@ func TestDerivedWarnings(t *testing.T) {
 		{"checkpoint of another cluster", Config{AllowGap: true}, func(r *StatusReport) {
 			r.Checkpoint.SystemID, r.Checkpoint.saved.LSN, r.Checkpoint.lsn = "7000000000000000002", 0x9000, 0x9000
 		}, []string{"blocks checkpoint_other_cluster"}},
-		{"checkpoint of another timeline", Config{}, func(r *StatusReport) { r.Checkpoint.Timeline = 2 }, []string{"blocks checkpoint_other_timeline"}},
+		{"checkpoint of a later timeline", Config{}, func(r *StatusReport) { r.Checkpoint.Timeline = 2 }, []string{"blocks checkpoint_other_timeline"}},
+		{"checkpoint of an earlier timeline", Config{}, func(r *StatusReport) { r.Server.Timeline, r.Checkpoint.Timeline = 2, 1 }, []string{"warns checkpoint_other_timeline"}},
+		{"checkpoint of an earlier timeline, slot left behind", Config{}, func(r *StatusReport) {
+			r.Server.Timeline, r.Checkpoint.Timeline = 2, 1
+			r.Slot = SlotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}
+		}, []string{"warns slot_missing", "blocks checkpoint_other_timeline"}},
+		{"failover set-up without synchronized_standby_slots", Config{SlotFailover: true}, func(r *StatusReport) {
+			r.failover = replication.FailoverSetup{Major: 17, SlotFailover: true, PhysicalSlots: 1}
+		}, []string{"warns failover_setup"}},
+		{"failover slots not asked for", Config{}, func(r *StatusReport) {
+			r.failover = replication.FailoverSetup{Major: 17, PhysicalSlots: 1}
+		}, nil},
 		{"timeline not read on a standby", Config{}, func(r *StatusReport) { r.Server.Timeline = 0 }, nil},
 		{"checkpoint past the server's WAL", Config{}, func(r *StatusReport) { r.Checkpoint.saved.LSN, r.Checkpoint.lsn = 0x3001, 0x3001 }, []string{"blocks checkpoint_past_server_wal"}},
 		{"checkpoint past the server's WAL, --allow-gap", Config{AllowGap: true}, func(r *StatusReport) { r.Checkpoint.saved.LSN, r.Checkpoint.lsn = 0x3001, 0x3001 }, []string{"warns checkpoint_past_server_wal"}},

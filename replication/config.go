@@ -36,6 +36,11 @@ type Config struct {
 	// stream hardly waits. TCP connections only (a Unix socket reads as
 	// soon as data arrives). 0 reads as soon as data arrives.
 	ReadLinger time.Duration
+	// Failover creates the slot as a failover slot on PostgreSQL 17+
+	// (CreateSlot, CreateSlotExportingSnapshot): the server synchronises
+	// it to standbys with sync_replication_slots on, so it survives a
+	// promotion. Older servers have no failover slots; it is ignored there.
+	Failover bool
 	// Logger receives state changes. Default zerolog.Nop().
 	Logger zerolog.Logger
 }

@@ -32,13 +32,8 @@ type SlotSnapshot struct {
 // slot that exists already is an error matching ErrSlotExists: its
 // snapshot is gone.
 func (s *Stream) CreateSlotExportingSnapshot(ctx context.Context) (SlotSnapshot, error) {
-	// PostgreSQL 15 introduced the option list; the bare keyword is the
-	// only form older servers know (newer ones still accept it).
-	export := "EXPORT_SNAPSHOT"
-	if serverMajor(s.conn) >= 15 {
-		export = "(SNAPSHOT 'export')"
-	}
-	sql := fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", s.cfg.Slot, export)
+	sql := fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", s.cfg.Slot,
+		slotOptions(s.ServerMajor(), "export", s.cfg.Failover))
 	res, err := pglogrepl.ParseCreateReplicationSlot(s.conn.Exec(ctx, sql))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42710" {

@@ -134,11 +134,13 @@ func (s *Stream) Timeline() int32 { return s.system.Timeline }
 // from an older copy of itself.
 func (s *Stream) ServerWALEnd() pglogrepl.LSN { return s.system.XLogPos }
 
-// CreateSlot creates the logical slot with the pgoutput plugin and returns
-// its consistent point: streaming from there sees every later commit.
+// CreateSlot creates the logical slot with the pgoutput plugin (a failover
+// slot where Config.Failover asks and the server has them) and returns its
+// consistent point: streaming from there sees every later commit.
 func (s *Stream) CreateSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	res, err := pglogrepl.CreateReplicationSlot(ctx, s.conn, s.cfg.Slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication,
+			SnapshotAction: slotOptions(s.ServerMajor(), "nothing", s.cfg.Failover)})
 	if err != nil {
 		return 0, classify(fmt.Sprintf("create replication slot %q", s.cfg.Slot), err)
 	}

@@ -50,6 +50,7 @@ type runConfig struct {
 	DeadLetter      string
 	Exclusive       bool
 	AllowGap        bool
+	SlotFailover    bool
 	MaxInFlight     int
 	PublishLinger   time.Duration
 	ReadLinger      time.Duration
@@ -133,6 +134,7 @@ func defaultRunConfig() runConfig {
 		RetentionWait:   d.Retention.Wait,
 		CreatedAtZone:   d.Retention.CreatedAtZone,
 		PGStreaming:     d.PGStreaming,
+		SlotFailover:    d.SlotFailover,
 		LogLevel:        "info",
 		MetricsAddr:     telemetry.DefaultAddr,
 		Sink:            sinkJetStream,
@@ -167,6 +169,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DeadLetter, "dead-letter", c.DeadLetter, "subject for rows that can never be published (too large, bad subject value, bad headers); a stream must capture it; off by default: such a row stops outboxd")
 	fs.BoolVar(&c.Exclusive, "exclusive-stream", c.Exclusive, "outboxd is the only writer to the stream: keep commit order across JetStream leader failover by publishing with Nats-Expected-Last-Sequence (use it with R3 streams)")
 	fs.BoolVar(&c.CreateStream, "create-stream", c.CreateStream, "create the stream if it is missing, with file storage, a 2-minute duplicate window and the template's literal prefix as subjects (e.g. outbox.>)")
+	fs.BoolVar(&c.SlotFailover, "slot-failover", c.SlotFailover, "on PostgreSQL 17+, create the slot as a failover slot (or make the existing one so), which standbys with sync_replication_slots = on keep a copy of, so outboxd goes on after a primary failover; outboxd checks the primary's synchronized_standby_slots at start (see the runbook, \"Primary failover\"); ignored on older servers")
 	fs.BoolVar(&c.AllowGap, "allow-gap", c.AllowGap, "start even though the slot is ahead of the checkpoint or was recreated (events in the gap are not published)")
 	fs.StringVar(&c.PublishMode, "publish-mode", c.PublishMode, "how events are published: auto (fast where the server, nats-server 2.14+, and the stream, allow_batched, take it; else async), fast (JetStream fast-ingest batches with cumulative acks; refuse to start without them), async (one PublishAsync and PubAck per message; always with --exclusive-stream)")
 	fs.DurationVar(&c.PublishLinger, "publish-linger", c.PublishLinger, "fast mode: how long an open batch waits for the next event before it commits; longer makes larger batches, costing less CPU per event, and adds up to this much latency (100µs-100ms)")
@@ -239,8 +242,9 @@ func (c *runConfig) parseRelay() error {
 	r := relay.Config{
 		PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication, Messages: c.Messages, Stream: c.Stream,
 		CreateStream: c.CreateStream, DeadLetter: c.DeadLetter, Exclusive: c.Exclusive, AllowGap: c.AllowGap,
-		PublishMode: relay.PublishMode(c.PublishMode), MaxInFlight: c.MaxInFlight, PublishLinger: c.PublishLinger,
-		ReadLinger: c.ReadLinger, StatusInterval: c.StatusInterval, CheckpointInterval: c.CheckpointEvery,
+		SlotFailover: c.SlotFailover, PublishMode: relay.PublishMode(c.PublishMode), MaxInFlight: c.MaxInFlight,
+		PublishLinger: c.PublishLinger,
+		ReadLinger:    c.ReadLinger, StatusInterval: c.StatusInterval, CheckpointInterval: c.CheckpointEvery,
 		ShutdownTimeout: c.ShutdownTimeout, StandbyRetry: c.StandbyRetry, Heartbeat: c.Heartbeat,
 		PGStreaming: c.PGStreaming, SpoolDir: c.SpoolDir, NATSMonitorURL: c.NATSMonitorURL, LogPayloads: c.LogPayloads,
 		IDPrefix: c.IDPrefix, NullPayload: relay.NullPayload(c.NullPayload),

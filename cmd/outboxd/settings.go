@@ -79,7 +79,7 @@ type flagGroup struct {
 // group (a command's own) is listed under "Other".
 var runFlagGroups = []flagGroup{
 	{"PostgreSQL", []string{"pg-url", "slot", "publication", "table", "messages", "allow-gap",
-		"pg-streaming", "spool-dir", "read-linger", "status-interval", "heartbeat-interval"}},
+		"slot-failover", "pg-streaming", "spool-dir", "read-linger", "status-interval", "heartbeat-interval"}},
 	{"NATS", []string{"nats-url", "nats-context", "nats-creds", "nats-nkey", "nats-user", "nats-password",
 		"nats-token", "nats-tls-ca", "nats-tls-cert", "nats-tls-key", "nats-monitor-url"}},
 	{"Stream, subjects and mapping", []string{"stream", "create-stream", "subject", "columns", "headers-format", "id-prefix", "null-payload", "dead-letter"}},

@@ -47,14 +47,15 @@ exists already is an error; nothing is changed then.`,
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), slotTimeout)
 		defer cancel()
-		lsn, err := replication.CreateSlot(ctx, replication.Config{ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication})
+		lsn, err := replication.CreateSlot(ctx, replication.Config{
+			ConnString: cfg.PGURL, Slot: cfg.Slot, Publication: cfg.Publication, Failover: cfg.SlotFailover})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "created replication slot %q (plugin %s) at consistent point %s: outboxd run streams every transaction committed after it\n",
 			cfg.Slot, replication.Plugin, lsn)
 		return nil
-	}, "pg-url", "slot", "publication")
+	}, "pg-url", "slot", "publication", "slot-failover")
 }
 
 func newSlotInfoCommand() *cobra.Command {

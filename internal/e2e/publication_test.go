@@ -55,23 +55,10 @@ func TestPublicationDropped(t *testing.T) {
 	e.pg.Exec(t, e.dsn, createPublication)
 	write(5)
 	out := e.expectExit(args, want...) // re-created, the slot is still stuck
-	since := regexp.MustCompile(`outboxd backfill --since (\S+)`).FindStringSubmatch(out)
-	if since == nil {
-		t.Fatalf("no backfill --since in:\n%s", tail(out, 10))
-	}
-
+	since := backfillSince(t, out)
 	// The duplicate window no longer holds the rows published before the
 	// drop: only leaving them out keeps them from being published twice.
-	stream, err := e.js().Stream(ctx, streamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := stream.CachedInfo().Config
-	cfg.Duplicates = time.Second
-	if _, err := e.js().UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
+	e.shortenDuplicateWindow()
 
 	if p := e.start("slot", "drop", "--pg-url", e.dsn, "--slot", e.slot, "--yes"); p.wait(time.Minute) != 0 {
 		t.Fatalf("slot drop failed:\n%s", tail(p.output.String(), 10))
@@ -79,7 +66,7 @@ func TestPublicationDropped(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	bf := e.start(e.backfillArgs("--checkpoint", "file:"+path, "--since", since[1])...)
+	bf := e.start(e.backfillArgs("--checkpoint", "file:"+path, "--since", since)...)
 	if code := bf.wait(2 * time.Minute); code != 0 {
 		t.Fatalf("backfill exited %d:\n%s", code, tail(bf.output.String(), 20))
 	}
@@ -91,4 +78,33 @@ func TestPublicationDropped(t *testing.T) {
 	write(5)
 	e.verify(e.js(), check, time.Minute)
 	p.stopCleanly()
+}
+
+// backfillSince is the TIME of the backfill --since that outboxd's
+// recovery steps in out name.
+func backfillSince(t *testing.T, out string) string {
+	t.Helper()
+	since := regexp.MustCompile(`outboxd backfill --since (\S+)`).FindStringSubmatch(out)
+	if since == nil {
+		t.Fatalf("no backfill --since in:\n%s", tail(out, 10))
+	}
+	return since[1]
+}
+
+// shortenDuplicateWindow sets the stream's duplicate window to one second
+// and waits it out: a recovery must then leave out what the stream holds
+// by itself, not through the window.
+func (e *env) shortenDuplicateWindow() {
+	e.t.Helper()
+	ctx := context.Background()
+	stream, err := e.js().Stream(ctx, streamName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.Duplicates = time.Second
+	if _, err := e.js().UpdateStream(ctx, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
 }

@@ -441,6 +441,51 @@ func (s *Server) CopyData(t testing.TB) (restore func()) {
 	}
 }
 
+// StartStandby starts a streaming physical standby of the server (see
+// pgcluster.Cluster.StartStandby: the server is shut down cleanly and
+// started again for the copy), which t.Cleanup stops. slot is the physical
+// slot it streams from and its application_name; database is the one its
+// primary_conninfo names; conf adds standby settings. It fails the test on
+// the Shared server and skips it on a server from EnvURL or Docker.
+func (s *Server) StartStandby(t testing.TB, slot, database string, conf map[string]string) *Server {
+	t.Helper()
+	s.mustControl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := s.cluster.StartStandby(ctx, pgcluster.StandbyOptions{Slot: slot, Database: database, ExtraConf: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &Server{cluster: c, dsn: c.DSN, admin: c.DSN("postgres"), close: c.Close}
+	t.Cleanup(func() {
+		if err := sb.close(); err != nil {
+			t.Errorf("stop the standby: %v", err)
+		}
+	})
+	sb.logOnFailure(t)
+	return sb
+}
+
+// Promote makes a standby the primary and returns once it accepts writes.
+func (s *Server) Promote(t testing.TB) {
+	t.Helper()
+	s.mustControl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := s.cluster.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Port is the server's TCP port on 127.0.0.1; 0 for a server from EnvURL
+// or Docker.
+func (s *Server) Port() int {
+	if s.cluster == nil {
+		return 0
+	}
+	return s.cluster.Port()
+}
+
 // copyTree copies a folder with its owners and modes (cp -a): PGDATA
 // belongs to the server's user and must keep mode 0700.
 func copyTree(t testing.TB, from, to string) {
