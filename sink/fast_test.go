@@ -2,6 +2,7 @@ package sink
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -259,4 +260,56 @@ func TestFastTrickleSpell(t *testing.T) {
 	if got, _, err := sub.Pending(); err != nil || got != len(items) {
 		t.Fatalf("the subscriber saw %d messages (%v), want exactly the %d events", got, err, len(items))
 	}
+}
+
+// TestFastGapNeverConfirmed: one message of a fast batch is lost on the
+// wire (ADR-50: fast batches lose messages unless the publisher uses gap
+// mode fail and trusts only the acknowledged sequence). The server ends
+// the batch at the gap; no message is acknowledged to the checkpoint
+// before the stream holds it at its place, and the lost one and those
+// after it are published again: the stream ends up with every message
+// once, in order. With gap mode ok, or an acknowledgement trusted past
+// the gap, the check in Ack fails at the lost message.
+func TestFastGapNeverConfirmed(t *testing.T) {
+	ctx := testCtx(t)
+	srv := natstest.Start(t)
+	dialer := &gapDialer{n: 7}
+	nc := srv.Conn(t, nats.SetCustomDialer(dialer))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := testTemplate(t, defaultTemplate)
+	setupStream(t, js, "OUTBOX", tmpl)
+	stream, err := srv.JetStream(t).Stream(ctx, "OUTBOX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := newEventBuilder(t).items(60, 20, 32)
+	a := newAcker()
+	// Item k is stream message k once stored: nothing else is published.
+	a.check = func(seq uint64) error {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			return fmt.Errorf("item %d acknowledged, but the stream has no message %d: %v", seq, seq, err)
+		}
+		if got, want := m.Header.Get(jetstream.MsgIDHeader), items[seq-1].Event.ID; got != want {
+			return fmt.Errorf("item %d (%s) acknowledged, but stream message %d is %s: a gap was confirmed", seq, want, seq, got)
+		}
+		return nil
+	}
+	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: true, Linger: 50 * time.Millisecond})
+	in := make(chan Item, len(items))
+	for _, it := range items {
+		in <- it
+	}
+	close(in)
+	if err := p.Run(ctx, in, a); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if !dialer.dropped.Load() {
+		t.Fatalf("no fast batch message was dropped (%d seen): the test tested nothing", dialer.seen.Load())
+	}
+	checkAcks(t, a, len(items))
+	checkStored(t, srv, "OUTBOX", tmpl, items)
 }
