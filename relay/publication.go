@@ -42,6 +42,20 @@ func publicationDropped(ctx context.Context, cfg Config, store checkpoint.Store,
 		"(see the runbook, \"Publication dropped\")", err, cfg.Publication, cfg.Slot, steps)}
 }
 
+// slotInvalidated turns Preflight's refusal of a slot PostgreSQL
+// invalidated into the recovery from the outbox table: a new slot, and a
+// backfill of the rows written since the last checkpoint that the stream
+// does not hold.
+func slotInvalidated(ctx context.Context, cfg Config, store checkpoint.Store, err error) error {
+	saved, loadErr := store.Load(context.WithoutCancel(ctx))
+	if loadErr != nil {
+		saved = checkpoint.Checkpoint{}
+	}
+	steps := backfillSteps(cfg, saved,
+		fmt.Sprintf("drop the invalidated slot and its checkpoint: outboxd slot drop --slot %s --yes; %s", cfg.Slot, store.DeleteCommand()))
+	return &fatalError{fmt.Errorf("%w; to recover with nothing lost and nothing published twice: %s (see the runbook, \"Slot invalidated\")", err, steps)}
+}
+
 // backfillSteps is the numbered recovery of the events a slot that cannot
 // be used any more had not delivered: first, then a backfill from the
 // outbox table of the rows created since an hour before the checkpoint

@@ -58,6 +58,9 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 		return err
 	}
 	slot, err := preflight(ctx, cfg)
+	if errors.Is(err, replication.ErrSlotInvalidated) {
+		return slotInvalidated(ctx, cfg, store, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -431,6 +431,18 @@ func slotWarnings(s SlotReport, retainedLimit int64) []StatusWarning {
 		out = append(out, StatusWarning{Code: "slot_unusable", BlocksRun: true,
 			Message: fmt.Sprintf("replication slot %q %s: outboxd run refuses to start on it", s.Name, problem)})
 	}
+	if !s.Active && s.info.IdleTimeout > 0 && s.WALStatus != "lost" {
+		since, by := "", ""
+		if !s.info.InactiveSince.IsZero() {
+			since = " since " + s.info.InactiveSince.UTC().Format(time.RFC3339)
+			by = ", at the first checkpoint after " + s.info.InactiveSince.Add(s.info.IdleTimeout).UTC().Format(time.RFC3339)
+		}
+		out = append(out, StatusWarning{Code: "slot_idle_timeout", Message: fmt.Sprintf(
+			"replication slot %q is inactive%s, and the server invalidates a slot inactive longer than idle_replication_slot_timeout (%s)%s: "+
+				"the events committed since would then have to be recovered from the outbox table; start outboxd run before then, "+
+				"or raise the setting (ALTER SYSTEM SET idle_replication_slot_timeout = ...; SELECT pg_reload_conf())",
+			s.Name, since, s.info.IdleTimeout, by)})
+	}
 	if s.WALStatus == "unreserved" {
 		out = append(out, StatusWarning{Code: "slot_wal_at_risk", Message: fmt.Sprintf("replication slot %q has wal_status unreserved: it holds more WAL than max_slot_wal_keep_size and loses it at the next checkpoint; start outboxd run so it catches up", s.Name)})
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/replication"
@@ -76,6 +77,8 @@ func TestDerivedWarnings(t *testing.T) {
 		{"slot of another plugin", Config{}, func(r *StatusReport) { r.Slot.info.Plugin = "wal2json" }, []string{"blocks slot_unusable"}},
 		{"slot lost", Config{}, func(r *StatusReport) { r.Slot.info.WALStatus = "lost" }, []string{"blocks slot_unusable"}},
 		{"slot unreserved", Config{}, func(r *StatusReport) { r.Slot.WALStatus = "unreserved" }, []string{"warns slot_wal_at_risk"}},
+		{"inactive slot, idle timeout", Config{}, func(r *StatusReport) { r.Slot.info.IdleTimeout = time.Hour }, []string{"warns slot_idle_timeout"}},
+		{"active slot, idle timeout", Config{}, func(r *StatusReport) { r.Slot.info.IdleTimeout, r.Slot.Active = time.Hour, true }, nil},
 		{"slot missing", Config{}, func(r *StatusReport) {
 			noCheckpoint(r)
 			r.Slot = SlotReport{Name: "outboxd", presence: presence{Problem: "does not exist"}}

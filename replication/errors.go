@@ -19,11 +19,20 @@ type PreflightError struct {
 	Object  string // e.g. `publication "outboxd"`
 	Problem string
 	Fix     string
+	// Err, when set, is what errors.Is matches (ErrSlotInvalidated).
+	Err error
 }
 
 func (e *PreflightError) Error() string {
 	return fmt.Sprintf("%s: %s; fix: %s", e.Object, e.Problem, e.Fix)
 }
+
+func (e *PreflightError) Unwrap() error { return e.Err }
+
+// ErrSlotInvalidated is matched by Preflight's error for a slot PostgreSQL
+// invalidated (wal_status lost): no slot can decode the events since its
+// position any more, but their rows may still be in the outbox table.
+var ErrSlotInvalidated = errors.New("replication slot invalidated")
 
 // MissingPublication reports whether err is the walsender's "publication
 // ... does not exist" (SQLSTATE 42704): the publication was dropped while

@@ -378,8 +378,9 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) (SlotSt
 	case slot.Database != slot.ConnectedDatabase:
 		drop = "connect --pg-url to the slot's database or use another --slot"
 	case slot.WALStatus == "lost":
-		problem += ", events since its position are gone"
-		drop += "; then republish the missing rows (outboxd cannot recover them from WAL)"
+		return SlotState{}, &PreflightError{Object: object, Err: ErrSlotInvalidated,
+			Problem: problem + ", so no slot can decode the events committed since its position",
+			Fix:     drop + "; then republish the rows committed since from the outbox table (outboxd backfill --since)"}
 	}
 	return SlotState{}, &PreflightError{Object: object, Problem: problem, Fix: drop}
 }

@@ -41,6 +41,17 @@ type SlotInfo struct {
 	Restart pglogrepl.LSN
 	// WALStatus is reserved, extended, unreserved or lost.
 	WALStatus string
+	// InvalidationReason is why PostgreSQL 17+ invalidated the slot
+	// (wal_removed, idle_timeout, rows_removed, wal_level_insufficient);
+	// "" when it is valid, or on older servers.
+	InvalidationReason string
+	// InactiveSince is when the slot was last released (PostgreSQL 17+);
+	// zero while active, or on older servers.
+	InactiveSince time.Time
+	// IdleTimeout is the server's idle_replication_slot_timeout
+	// (PostgreSQL 18+): an inactive slot is invalidated at the first
+	// checkpoint after that long. Zero when off or unknown.
+	IdleTimeout time.Duration
 	// CurrentWAL is pg_current_wal_lsn() when the slot was read.
 	CurrentWAL pglogrepl.LSN
 	// RetainedBytes is CurrentWAL minus Restart: WAL kept on disk for the slot.
@@ -64,9 +75,27 @@ func (s SlotInfo) Usable() string {
 	case s.Database != s.ConnectedDatabase:
 		return fmt.Sprintf("belongs to database %q, not %q", s.Database, s.ConnectedDatabase)
 	case s.WALStatus == "lost":
-		return "is invalidated (wal_status = lost): the WAL it needed was removed"
+		return "is invalidated (wal_status = lost): " + invalidationCause(s.InvalidationReason)
 	}
 	return ""
+}
+
+// invalidationCause says why PostgreSQL invalidated a slot, from
+// pg_replication_slots.invalidation_reason ("" before PostgreSQL 17, where
+// WAL removal was the only cause of wal_status lost for a logical slot on
+// a primary).
+func invalidationCause(reason string) string {
+	switch reason {
+	case "", "wal_removed":
+		return "the WAL it needed was removed (it retained more than max_slot_wal_keep_size)"
+	case "idle_timeout":
+		return "it was inactive longer than idle_replication_slot_timeout (invalidation_reason idle_timeout)"
+	case "rows_removed":
+		return "catalog rows it needed were removed (invalidation_reason rows_removed; on a standby: hot_standby_feedback off)"
+	case "wal_level_insufficient":
+		return "wal_level was lowered below logical on the primary (invalidation_reason wal_level_insufficient)"
+	}
+	return "invalidation_reason " + reason
 }
 
 // ValidSlotName reports, as an error naming the value and the rule, a name
@@ -85,22 +114,28 @@ func InspectSlot(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, er
 		s                                  = SlotInfo{Name: name}
 		confirmed, restart, current        *string
 		plugin, database, walStatus, appNm *string
+		reason                             *string
+		inactiveSince                      *time.Time
+		idleTimeout                        *float64
 		pid                                *int32
 		retained, lag                      *int64
 	)
 	// LSNs are read as text: pg_lsn has no binary form pgx knows. A
 	// standby (logical decoding on a standby, PostgreSQL 16) has no
 	// current WAL position of its own: its replay position stands in.
+	// Columns and settings of newer servers are read so that older ones
+	// answer NULL (to_jsonb of the row, current_setting's missing_ok).
 	err := conn.QueryRow(ctx, `
 		WITH now AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn)
 		SELECT s.slot_type, s.plugin, s.database, s.active, s.active_pid, a.application_name,
 		       s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status,
 		       now.lsn::text, (now.lsn - s.restart_lsn)::bigint, (now.lsn - s.confirmed_flush_lsn)::bigint,
-		       current_database()
+		       current_database(), to_jsonb(s) ->> 'invalidation_reason', (to_jsonb(s) ->> 'inactive_since')::timestamptz,
+		       extract(epoch FROM nullif(current_setting('idle_replication_slot_timeout', true), '')::interval)::float8
 		FROM pg_replication_slots s CROSS JOIN now LEFT JOIN pg_stat_activity a ON a.pid = s.active_pid
 		WHERE s.slot_name = $1`, name).
 		Scan(&s.Type, &plugin, &database, &s.Active, &pid, &appNm, &confirmed, &restart, &walStatus,
-			&current, &retained, &lag, &s.ConnectedDatabase)
+			&current, &retained, &lag, &s.ConnectedDatabase, &reason, &inactiveSince, &idleTimeout)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SlotInfo{}, fmt.Errorf("replication slot %q: %w; fix: create it with `outboxd slot create --slot %s` (outboxd run also creates it), or check --slot and --pg-url",
 			name, ErrSlotNotFound, name)
@@ -109,6 +144,13 @@ func InspectSlot(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, er
 		return SlotInfo{}, fmt.Errorf("read replication slot %q: %w", name, err)
 	}
 	s.Plugin, s.Database, s.WALStatus, s.ActiveApplication = deref(plugin), deref(database), deref(walStatus), deref(appNm)
+	s.InvalidationReason = deref(reason)
+	if inactiveSince != nil {
+		s.InactiveSince = *inactiveSince
+	}
+	if idleTimeout != nil {
+		s.IdleTimeout = time.Duration(*idleTimeout * float64(time.Second))
+	}
 	if pid != nil {
 		s.ActivePID = *pid
 	}

@@ -183,3 +183,21 @@ func TestInspectPublication(t *testing.T) {
 		t.Errorf("InspectPublication of a missing one = %v, want ErrPublicationNotFound with the SQL that creates it", err)
 	}
 }
+
+// TestInvalidatedSlotCause: an invalidated slot says why, from
+// invalidation_reason where the server has it (PostgreSQL 17+).
+func TestInvalidatedSlotCause(t *testing.T) {
+	for _, tt := range []struct{ reason, want string }{
+		{"", "the WAL it needed was removed (it retained more than max_slot_wal_keep_size)"},
+		{"wal_removed", "max_slot_wal_keep_size"},
+		{"idle_timeout", "inactive longer than idle_replication_slot_timeout"},
+		{"rows_removed", "hot_standby_feedback"},
+		{"wal_level_insufficient", "wal_level was lowered"},
+		{"something_new", "invalidation_reason something_new"},
+	} {
+		s := SlotInfo{Type: "logical", Plugin: Plugin, WALStatus: "lost", InvalidationReason: tt.reason}
+		if got := s.Usable(); !strings.HasPrefix(got, "is invalidated (wal_status = lost): ") || !strings.Contains(got, tt.want) {
+			t.Errorf("reason %q: Usable() = %q, want it to say %q", tt.reason, got, tt.want)
+		}
+	}
+}

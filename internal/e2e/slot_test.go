@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +40,68 @@ func TestSlotInvalidated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.expectExit(e.args(), "invalidated (wal_status = lost)", "outboxd slot drop")
+	e.expectExit(e.args(), "invalidated (wal_status = lost): the WAL it needed was removed", "outboxd slot drop", "outboxd backfill --since")
+}
+
+// TestSlotIdleTimeout: PostgreSQL 18 invalidates a slot inactive longer
+// than idle_replication_slot_timeout. outboxd status warns while it is
+// inactive; outboxd run then stops saying why, with the recovery from the
+// outbox table, whose steps publish every event once.
+func TestSlotIdleTimeout(t *testing.T) {
+	e := newEnv(t, pgtest.Start(t), true)
+	if major := serverMajor(t, e.pg); major < 18 {
+		t.Skipf("PostgreSQL %d has no idle_replication_slot_timeout; scripts/test-versions 18 runs this (OUTBOXD_TEST_PG_VERSION=18)", major)
+	}
+	path := filepath.Join(e.dir, "checkpoint.json")
+	args := e.args("--checkpoint", "file:"+path)
+	check := checker.New()
+	w := e.newWriter(check, 5)
+	ctx := context.Background()
+	p := e.start(args...)
+	e.waitStreaming(p)
+	if _, err := w.tx(ctx, 3, true); err != nil {
+		t.Fatal(err)
+	}
+	e.readStream(e.js(), check.Count(), time.Minute)
+	p.stopCleanly()
+
+	e.pg.Exec(t, e.dsn, "ALTER SYSTEM SET idle_replication_slot_timeout = '1h'")
+	e.pg.Exec(t, e.dsn, "SELECT pg_reload_conf()")
+	status := e.start("status", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot, "--checkpoint", "file:"+path)
+	status.wait(time.Minute)
+	if out := status.output.String(); !strings.Contains(out, "slot_idle_timeout") || !strings.Contains(out, "idle_replication_slot_timeout (1h0m0s)") {
+		t.Errorf("status does not warn of the idle timeout:\n%s", tail(out, 20))
+	}
+
+	if _, err := w.tx(ctx, 4, true); err != nil { // committed while outboxd is down
+		t.Fatal(err)
+	}
+	e.pg.Exec(t, e.dsn, "ALTER SYSTEM SET idle_replication_slot_timeout = '1s'")
+	e.pg.Exec(t, e.dsn, "SELECT pg_reload_conf()")
+	time.Sleep(2 * time.Second)
+	e.pg.Exec(t, e.dsn, "CHECKPOINT")
+	e.pg.Exec(t, e.dsn, "ALTER SYSTEM RESET idle_replication_slot_timeout")
+	e.pg.Exec(t, e.dsn, "SELECT pg_reload_conf()")
+	out := e.expectExit(args, "inactive longer than idle_replication_slot_timeout", "outboxd slot drop --slot "+e.slot+" --yes", "rm "+path)
+	since := backfillSince(t, out)
+
+	if p := e.start("slot", "drop", "--pg-url", e.dsn, "--slot", e.slot, "--yes"); p.wait(time.Minute) != 0 {
+		t.Fatalf("slot drop failed:\n%s", tail(p.output.String(), 10))
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	bf := e.start(e.backfillArgs("--checkpoint", "file:"+path, "--since", since)...)
+	if code := bf.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("backfill exited %d:\n%s", code, tail(bf.output.String(), 20))
+	}
+	p = e.start(args...)
+	e.waitStreaming(p)
+	if _, err := w.tx(ctx, 2, true); err != nil {
+		t.Fatal(err)
+	}
+	e.verify(e.js(), check, time.Minute)
+	p.stopCleanly()
 }
 
 // TestPublicationDroppedMidStream: dropping the publication while outboxd
