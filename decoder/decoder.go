@@ -133,6 +133,13 @@ type Config struct {
 	// version 1, where the server never streams, and stream messages
 	// decode to None; do not request streaming then.
 	Spool *Spool
+	// Partitions are the relation ids (OIDs) of the outbox table's
+	// partitions, when it is partitioned. The publication must send their
+	// rows as the table's (publish_via_partition_root): a Relation message
+	// of one of them means it sends them as the partition's, and its rows
+	// would otherwise be skipped as another table's. It is a *SchemaError
+	// instead, as is every Insert into it.
+	Partitions []uint32
 }
 
 // Kind says what a decoded message means to the caller.
@@ -211,6 +218,8 @@ type Decoder struct {
 	idPrefix string
 	nullOK   bool // AllowNullPayload
 	spool    *Spool
+	// partitions holds Config.Partitions.
+	partitions map[uint32]bool
 
 	rels    map[uint32]*relation
 	inTx    bool
@@ -255,16 +264,21 @@ func New(cfg Config) (*Decoder, error) {
 			return nil, fmt.Errorf("decoder config: Spool: %w", err)
 		}
 	}
+	partitions := make(map[uint32]bool, len(cfg.Partitions))
+	for _, id := range cfg.Partitions {
+		partitions[id] = true
+	}
 	return &Decoder{
-		schema:   cfg.Schema,
-		table:    cfg.Table,
-		columns:  cfg.Columns,
-		messages: cfg.Messages,
-		envelope: cfg.EnvelopePrefix,
-		idPrefix: cfg.IDPrefix,
-		nullOK:   cfg.AllowNullPayload,
-		spool:    cfg.Spool,
-		rels:     make(map[uint32]*relation),
+		partitions: partitions,
+		schema:     cfg.Schema,
+		table:      cfg.Table,
+		columns:    cfg.Columns,
+		messages:   cfg.Messages,
+		envelope:   cfg.EnvelopePrefix,
+		idPrefix:   cfg.IDPrefix,
+		nullOK:     cfg.AllowNullPayload,
+		spool:      cfg.Spool,
+		rels:       make(map[uint32]*relation),
 	}, nil
 }
 

@@ -831,3 +831,28 @@ func TestRowErrorKeepsRow(t *testing.T) {
 		}
 	})
 }
+
+// TestDecodePartitionSentAsItself: a row of a partition of the outbox
+// table (its id in Config.Partitions) that the publication sends as the
+// partition's (publish_via_partition_root off) is a *SchemaError naming it
+// and the fix, never a skipped row. Another table's rows are still
+// skipped.
+func TestDecodePartitionSentAsItself(t *testing.T) {
+	const partitionID = 16500
+	partition := relationMsg(partitionID, "public", "outbox_2026_12", outboxCols()...)
+	// pgoutput sends the partition's Relation message also when it sends
+	// its rows as the table's: that alone is no error.
+	d := newDecoder(t, Config{Partitions: []uint32{partitionID}}, otherRelation(), outboxRelation(), partition, testBegin())
+	if ch, err := d.Decode(rowLSN, insertMsg(outboxRelID, outboxRow()...)); err != nil || ch.Kind != Insert {
+		t.Fatalf("Insert sent as the table's = %+v, %v; want an Insert", ch, err)
+	}
+	var schemaErr *SchemaError
+	ch, err := d.Decode(rowLSN, insertMsg(partitionID, outboxRow()...))
+	if !errors.As(err, &schemaErr) || !strings.Contains(err.Error(), "partition public.outbox_2026_12") ||
+		!strings.Contains(err.Error(), "publish_via_partition_root = true") {
+		t.Fatalf("Insert sent as the partition's = %+v, %v; want a *SchemaError naming it and the fix", ch, err)
+	}
+	if ch, err := d.Decode(rowLSN, insertMsg(otherRelID, otherRow()...)); err != nil || ch.Kind != None {
+		t.Fatalf("Insert into another table = %+v, %v; want None", ch, err)
+	}
+}

@@ -21,7 +21,8 @@ var ErrMalformed = errors.New("malformed pgoutput message")
 type SchemaError struct {
 	// Table is the schema-qualified table name, e.g. "public.outbox".
 	Table string
-	// Column is the table column at fault (the configured name).
+	// Column is the table column at fault (the configured name); "" when
+	// the fault is the table's (a partition sent as itself).
 	Column string
 	// Reason says what is wrong and how to fix it.
 	Reason string
@@ -29,5 +30,8 @@ type SchemaError struct {
 
 // Error names the table, the column and the fix.
 func (e *SchemaError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("outbox table %s: %s", e.Table, e.Reason)
+	}
 	return fmt.Sprintf("outbox table %s: column %q %s", e.Table, e.Column, e.Reason)
 }

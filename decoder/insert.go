@@ -36,6 +36,9 @@ func (d *Decoder) decodeInsert(walStart pglogrepl.LSN, body []byte) (Change, err
 	if ins.n != len(rel.cols) {
 		return Change{}, malformed("insert into %s.%s: %d columns, its Relation message has %d", rel.namespace, rel.name, ins.n, len(rel.cols))
 	}
+	if rel.partition {
+		return Change{}, d.partitionError(rel)
+	}
 	if !rel.outbox {
 		return Change{}, nil
 	}

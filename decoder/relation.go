@@ -156,6 +156,9 @@ type relation struct {
 	raw []byte
 
 	outbox bool
+	// partition: the relation is a partition of the outbox table
+	// (Config.Partitions); an Insert naming it is partitionError.
+	partition bool
 	// err is set when this is the outbox table but its columns do not fit
 	// the mapping; Inserts into it return err.
 	err *SchemaError
@@ -230,11 +233,25 @@ func (d *Decoder) cacheRelation(body []byte) (*relation, error) {
 	if d.spool != nil {
 		rel.raw = bytes.Clone(body)
 	}
+	// pgoutput sends a partition's Relation message even when it sends
+	// the partition's rows as the table's (after the table's, for its
+	// own use): only an Insert that names the partition is wrong.
+	rel.partition = !rel.outbox && d.partitions[id]
 	if rel.outbox {
 		rel.err = d.mapColumns(rel)
 	}
 	d.rels[id] = rel
 	return rel, nil
+}
+
+// partitionError is the error of a row sent as a partition's instead of
+// the outbox table's: the publication's publish_via_partition_root is
+// off, and the row would otherwise be skipped as another table's.
+func (d *Decoder) partitionError(rel *relation) *SchemaError {
+	return &SchemaError{Table: d.schema + "." + d.table, Reason: fmt.Sprintf("the publication sends the rows of its "+
+		"partition %s.%s as that partition's, not the table's, so outboxd would skip them: publish_via_partition_root is "+
+		"off; fix: ALTER PUBLICATION ... SET (publish_via_partition_root = true), then recover the rows written since "+
+		"the change with outboxd backfill --since (see the runbook, \"Partitioned outbox tables\")", rel.namespace, rel.name)}
 }
 
 // mapColumns checks that the outbox relation has every mapped column with a

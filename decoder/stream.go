@@ -148,10 +148,11 @@ func (d *Decoder) decodeInStream(walStart pglogrepl.LSN, data []byte) (Change, e
 		if rel.err == nil && ins.n != len(rel.cols) {
 			return Change{}, malformed("insert into %s.%s: %d columns, its Relation message has %d", rel.namespace, rel.name, ins.n, len(rel.cols))
 		}
-		if !rel.outbox {
+		if !rel.outbox && !rel.partition {
 			return Change{}, nil
 		}
-		// Mapping errors wait for replay, with the rest of the row.
+		// Mapping and partition errors wait for replay, with the rest of
+		// the row.
 		if err := d.spool.appendRelation(subxid, walStart, rel); err != nil {
 			return Change{}, err
 		}

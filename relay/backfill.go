@@ -187,7 +187,7 @@ func checkBackfillTargets(ctx context.Context, cfg BackfillConfig, js jetstream.
 	if !errors.Is(err, checkpoint.ErrNotFound) {
 		return fmt.Errorf("load checkpoint from %s: %w", store, err)
 	}
-	slot, err := preflight(ctx, cfg.Config)
+	slot, _, err := preflight(ctx, cfg.Config)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func TestGeneratedColumns(t *testing.T) {
 			cfg := generatedConfig(t, dsn, tt.columns, tt.subject)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, err := preflight(ctx, cfg)
+			_, _, err := preflight(ctx, cfg)
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("preflight = %v, want no error", err)

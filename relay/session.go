@@ -57,7 +57,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	if err != nil {
 		return err
 	}
-	slot, err := preflight(ctx, cfg)
+	slot, partitions, err := preflight(ctx, cfg)
 	if errors.Is(err, replication.ErrSlotInvalidated) {
 		return slotInvalidated(ctx, cfg, store, err)
 	}
@@ -82,6 +82,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	}()
 	decCfg := cfg.decoderConfig()
 	decCfg.Messages = true
+	decCfg.Partitions = partitions
 	if cfg.Messages {
 		decCfg.EnvelopePrefix = outbox.MessagePrefix
 	}
@@ -214,21 +215,25 @@ func ConnectPostgres(ctx context.Context, pgURL string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// preflight checks the database on a normal connection.
-func preflight(ctx context.Context, cfg Config) (replication.SlotState, error) {
+// preflight checks the database on a normal connection, and lists the
+// outbox table's partitions, if any, for the decoder.
+func preflight(ctx context.Context, cfg Config) (slot replication.SlotState, partitions []uint32, err error) {
 	conn, err := pgx.Connect(ctx, cfg.PGURL)
 	if err != nil {
-		return replication.SlotState{}, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return slot, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	slot, err := replication.Preflight(ctx, conn, replication.PreflightConfig{
+	slot, err = replication.Preflight(ctx, conn, replication.PreflightConfig{
 		Slot: cfg.Slot, Publication: cfg.Publication, Table: cfg.Table,
 		CheckColumns: cfg.checkColumns, Read: append(cfg.Columns.Names(), cfg.Subject.Columns()...),
 	})
 	if err == nil && cfg.Retention.On {
 		err = checkRetention(ctx, conn, cfg.Table, cfg.Retention.CreatedAtZone)
 	}
-	return slot, err
+	if err == nil && !cfg.messagesOnly() {
+		partitions, err = replication.TablePartitions(ctx, conn, cfg.Table)
+	}
+	return slot, partitions, err
 }
 
 // sessionProgress is a running session's position, for the metrics.

@@ -284,10 +284,47 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) 
 		return fmt.Errorf("read tables of %s: %w", object, err)
 	}
 	if !covered {
-		return &PreflightError{Object: object, Problem: "does not contain table " + cfg.Table.String(),
-			Fix: fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), cfg.Table)}
+		return notCovered(ctx, conn, cfg)
 	}
 	return checkColumnList(ctx, conn, cfg)
+}
+
+// notCovered is the error for a publication that does not publish the
+// table as itself: a partitioned table whose partitions it publishes as
+// their own (publish_via_partition_root off), or a table it lacks.
+func notCovered(ctx context.Context, conn *pgx.Conn, cfg PreflightConfig) error {
+	object, pub := fmt.Sprintf("publication %q", cfg.Publication), pgx.Identifier{cfg.Publication}.Sanitize()
+	var partitioned bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'p')`, cfg.Table.Schema, cfg.Table.Name).Scan(&partitioned)
+	if err != nil {
+		return fmt.Errorf("read table %s: %w", cfg.Table, err)
+	}
+	if partitioned {
+		return &PreflightError{Object: object,
+			Problem: fmt.Sprintf("does not publish the rows of partitioned table %s as the table's (publish_via_partition_root is off, "+
+				"or the table is not in it): outboxd would not see them", cfg.Table),
+			Fix: fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true), adding the table if it lacks it "+
+				"(ALTER PUBLICATION %s ADD TABLE %s)", pub, pub, cfg.Table)}
+	}
+	return &PreflightError{Object: object, Problem: "does not contain table " + cfg.Table.String(),
+		Fix: fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, cfg.Table)}
+}
+
+// TablePartitions lists the relation ids (OIDs) of every partition of the
+// table, at any depth; none when it is not partitioned. The decoder holds
+// rows sent as a partition's to be an error (decoder.Config.Partitions).
+func TablePartitions(ctx context.Context, conn *pgx.Conn, table Table) ([]uint32, error) {
+	rows, err := conn.Query(ctx, `SELECT t.relid::oid FROM pg_partition_tree($1::regclass) t WHERE t.relid <> $1::regclass`,
+		table.String())
+	if err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", table, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	if err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", table, err)
+	}
+	return ids, nil
 }
 
 // checkColumnList checks that a publication column list (PostgreSQL 15+)
