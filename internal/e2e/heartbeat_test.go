@@ -5,20 +5,44 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 )
 
-// TestIdleSlotWALBounded: the database is busy with a table outside the
-// publication and the outbox gets nothing. With the heartbeat on, the slot
-// keeps advancing: the WAL it retains stays a small part of what was
-// written, and no heartbeat is ever published.
+// TestIdleSlotWALBounded: the database, or another database of the
+// cluster, is busy with a table outside the publication and the outbox
+// gets nothing. With the heartbeat on, the slot keeps advancing: the WAL
+// it retains stays a small part of what was written, and no heartbeat is
+// ever published. (On PostgreSQL 15 the slot advanced as well without the
+// heartbeat, 2026-12-06: outboxd confirms the position of a keepalive when
+// nothing is in flight. The heartbeat is for servers and proxies that do
+// not carry the position along that way.)
 func TestIdleSlotWALBounded(t *testing.T) {
+	t.Run("same database", func(t *testing.T) { idleSlotWALBounded(t, false) })
+	// The slot's walsender reads the whole cluster's WAL; the heartbeat
+	// must be written in the slot's own database to be decoded by it.
+	t.Run("another database", func(t *testing.T) { idleSlotWALBounded(t, true) })
+}
+
+// idleSlotWALBounded is TestIdleSlotWALBounded with the busy table in the
+// slot's database or, elsewhere, in another database of the cluster.
+func idleSlotWALBounded(t *testing.T, elsewhere bool) {
 	e := newEnv(t, pgtest.Start(t, pgtest.WithConf("checkpoint_timeout", "30s")), true)
 	p := e.start(e.args("--heartbeat-interval", "1s")...)
 	e.waitStreaming(p)
 	conn := e.connect()
 	ctx := context.Background()
-	if _, err := conn.Exec(ctx, "CREATE TABLE business (id bigserial PRIMARY KEY, note text)"); err != nil {
+	busy := conn
+	if elsewhere {
+		other, err := pgx.Connect(ctx, e.pg.NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close(context.Background()) })
+		busy = other
+	}
+	if _, err := busy.Exec(ctx, "CREATE TABLE business (id bigserial PRIMARY KEY, note text)"); err != nil {
 		t.Fatal(err)
 	}
 	var startLSN string
@@ -30,7 +54,7 @@ func TestIdleSlotWALBounded(t *testing.T) {
 	// can move restart_lsn forward.
 	var maxRetained int64
 	for round := 1; round <= 300; round++ {
-		if _, err := conn.Exec(ctx, "INSERT INTO business (note) SELECT repeat('x', 200) FROM generate_series(1, 1000)"); err != nil {
+		if _, err := busy.Exec(ctx, "INSERT INTO business (note) SELECT repeat('x', 200) FROM generate_series(1, 1000)"); err != nil {
 			t.Fatal(err)
 		}
 		if round%50 == 0 {
