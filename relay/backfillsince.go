@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,10 +23,7 @@ func (cfg BackfillConfig) sinceWhere(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	since := "'" + cfg.Since.UTC().Format(time.RFC3339Nano) + "'::timestamptz"
-	if typ == "timestamp without time zone" {
-		since = "(" + since + " AT TIME ZONE '" + strings.ReplaceAll(cfg.Retention.CreatedAtZone, "'", "''") + "')"
-	}
+	since := timeIn(cfg.Since, typ, cfg.Retention.CreatedAtZone)
 	return fmt.Sprintf("(%s) AND %s >= %s", cfg.Where, pgx.Identifier{column}.Sanitize(), since), nil
 }
 
@@ -41,45 +37,52 @@ const sinceSkew = time.Minute
 // they are published already. It reads up to the stream's last message
 // when it starts.
 func publishedSince(ctx context.Context, js jetstream.JetStream, name string, t time.Time) (map[string]struct{}, error) {
+	ids := make(map[string]struct{})
+	err := readStreamSince(ctx, js, name, t, func(id string, _ uint64) { ids[id] = struct{}{} })
+	return ids, err
+}
+
+// readStreamSince calls visit with the Nats-Msg-Id ("" when it has none)
+// and stream sequence of every message the stream stored since t, in
+// stream order, reading headers only, up to the stream's last message when
+// it starts.
+func readStreamSince(ctx context.Context, js jetstream.JetStream, name string, t time.Time, visit func(id string, seq uint64)) error {
 	stream, err := js.Stream(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
+		return fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
 	}
-	ids := make(map[string]struct{})
 	last := stream.CachedInfo().State.LastSeq
 	if stream.CachedInfo().State.Msgs == 0 {
-		return ids, nil
+		return nil
 	}
 	consumer, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t, HeadersOnly: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
+		return fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
 	}
 	for {
 		batch, err := consumer.Fetch(1000, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
+			return fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
 		}
 		n := 0
 		for msg := range batch.Messages() {
 			n++
-			if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
-				ids[id] = struct{}{}
-			}
 			meta, err := msg.Metadata()
 			if err != nil {
-				return nil, err
+				return err
 			}
+			visit(msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
 			if meta.Sequence.Stream >= last {
-				return ids, nil
+				return nil
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
+			return fmt.Errorf("read stream %s since %s: %w", name, t.Format(time.RFC3339), err)
 		}
 		if n == 0 {
-			return ids, nil // nothing stored since t
+			return nil // nothing stored since t
 		}
 	}
 }
