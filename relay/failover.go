@@ -2,7 +2,14 @@ package relay
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
 	"github.com/outboxd/outboxd/replication"
@@ -36,8 +43,60 @@ func prepareFailover(ctx context.Context, cfg Config, stream *replication.Stream
 		setup.SlotFailover = true
 		log.Info().Str("slot", cfg.Slot).Msg("made the replication slot a failover slot (--slot-failover)")
 	}
-	for _, problem := range setup.Problems(cfg.Slot, cfg.SlotFailover) {
+	problems := setup.Problems(cfg.Slot, cfg.SlotFailover)
+	if cfg.SlotFailover {
+		problems = append(problems, standbyProblems(ctx, cfg, setup.StandbySlots)...)
+	}
+	for _, problem := range problems {
 		log.Warn().Str("slot", cfg.Slot).Msg("failover set-up: " + problem)
 	}
 	return nil
+}
+
+// standbyProblems checks each standby among --pg-url's hosts (several
+// hosts, target_session_attrs=read-write): the settings that let it keep
+// a copy of the slot and take over without loss. A host that does not
+// answer is a problem too; a primary is skipped.
+func standbyProblems(ctx context.Context, cfg Config, standbySlots []string) []string {
+	pgcfg, err := pgx.ParseConfig(cfg.PGURL)
+	if err != nil {
+		return nil // run's own connection reports a bad URL
+	}
+	var problems []string
+	for _, host := range pgHosts(pgcfg) {
+		one := pgcfg.Copy()
+		one.Host, one.Port, one.TLSConfig, one.Fallbacks, one.ValidateConnect = host.Host, host.Port, host.TLSConfig, nil, nil
+		name := net.JoinHostPort(host.Host, strconv.Itoa(int(host.Port)))
+		setup, err := inspectStandby(ctx, one, cfg.Slot)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("cannot check host %s of --pg-url as a standby: %v", name, err))
+			continue
+		}
+		problems = append(problems, setup.Problems(name, standbySlots)...)
+	}
+	return problems
+}
+
+// inspectStandby reads one host's failover settings.
+func inspectStandby(ctx context.Context, one *pgx.ConnConfig, slot string) (replication.StandbySetup, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, one)
+	if err != nil {
+		return replication.StandbySetup{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return replication.InspectStandby(ctx, conn, slot)
+}
+
+// pgHosts lists the distinct hosts of a connection string, the first
+// and its fallbacks (which also repeat a host for sslmode=prefer).
+func pgHosts(c *pgx.ConnConfig) []pgconn.FallbackConfig {
+	hosts := []pgconn.FallbackConfig{{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig}}
+	for _, fb := range c.Fallbacks {
+		if !slices.ContainsFunc(hosts, func(h pgconn.FallbackConfig) bool { return h.Host == fb.Host && h.Port == fb.Port }) {
+			hosts = append(hosts, *fb)
+		}
+	}
+	return hosts
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -199,6 +200,62 @@ func (f FailoverSetup) Problems(slot string, want bool) []string {
 				"primary may remove rows its synchronised copy of the slot needs, and the copy is invalidated; "+
 				"fix on the standby: hot_standby_feedback = on", sb.Name))
 		}
+	}
+	return problems
+}
+
+// StandbySetup is what a standby says of its part in a failover: read on
+// a normal connection to it by InspectStandby.
+type StandbySetup struct {
+	// InRecovery is false on a primary; the rest is then not read.
+	InRecovery bool
+	// SyncSlots is sync_replication_slots ("" before PostgreSQL 17).
+	SyncSlots string
+	// Feedback is hot_standby_feedback.
+	Feedback string
+	// PrimarySlot is primary_slot_name: its physical slot on the primary.
+	PrimarySlot string
+	// Synced is true when the standby holds a synchronised copy of the
+	// logical slot that a promotion would keep (synced, not temporary).
+	Synced bool
+}
+
+// InspectStandby reads a standby's failover settings and its copy of slot.
+func InspectStandby(ctx context.Context, conn *pgx.Conn, slot string) (StandbySetup, error) {
+	var s StandbySetup
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&s.InRecovery); err != nil || !s.InRecovery {
+		return s, err
+	}
+	err := conn.QueryRow(ctx, `SELECT coalesce(current_setting('sync_replication_slots', true), ''),
+		current_setting('hot_standby_feedback'), current_setting('primary_slot_name'),
+		coalesce((SELECT (to_jsonb(s) ->> 'synced')::bool AND NOT s.temporary FROM pg_replication_slots s WHERE s.slot_name = $1), false)`,
+		slot).Scan(&s.SyncSlots, &s.Feedback, &s.PrimarySlot, &s.Synced)
+	if err != nil {
+		return s, fmt.Errorf("read the standby's failover settings: %w", err)
+	}
+	return s, nil
+}
+
+// Problems says what keeps the standby named name from taking over the
+// slot without loss, each with the fix; standbySlots is the primary's
+// synchronized_standby_slots.
+func (s StandbySetup) Problems(name string, standbySlots []string) []string {
+	if !s.InRecovery {
+		return nil
+	}
+	var problems []string
+	if s.SyncSlots != "on" {
+		problems = append(problems, fmt.Sprintf("standby %s has sync_replication_slots off, so it keeps no copy of the slot "+
+			"and a failover to it loses the slot; fix on it: sync_replication_slots = on (and dbname in primary_conninfo)", name))
+	}
+	if s.Feedback != "on" {
+		problems = append(problems, fmt.Sprintf("standby %s has hot_standby_feedback off, so its copy of the slot can be "+
+			"invalidated; fix on it: hot_standby_feedback = on", name))
+	}
+	if s.PrimarySlot == "" || !slices.Contains(standbySlots, s.PrimarySlot) {
+		problems = append(problems, fmt.Sprintf("standby %s streams from physical slot %q, which synchronized_standby_slots "+
+			"on the primary does not name, so the logical slot can get ahead of it; fix: set primary_slot_name on the standby "+
+			"and name that slot in the primary's synchronized_standby_slots", name, s.PrimarySlot))
 	}
 	return problems
 }

@@ -130,3 +130,34 @@ func TestFailoverSlotCreated(t *testing.T) {
 		t.Errorf("after MakeFailoverSlot: InspectFailover = %+v, %v; want a failover slot", setup, err)
 	}
 }
+
+func TestStandbyProblems(t *testing.T) {
+	sound := StandbySetup{InRecovery: true, SyncSlots: "on", Feedback: "on", PrimarySlot: "standby1", Synced: true}
+	tests := []struct {
+		name  string
+		setup StandbySetup
+		found []string
+	}{
+		{name: "sound", setup: sound},
+		{name: "a primary", setup: StandbySetup{}},
+		{name: "PostgreSQL 16 standby", setup: StandbySetup{InRecovery: true, Feedback: "on", PrimarySlot: "standby1"},
+			found: []string{"sync_replication_slots off"}},
+		{name: "everything missing", setup: StandbySetup{InRecovery: true, SyncSlots: "off", Feedback: "off"},
+			found: []string{"sync_replication_slots off", "hot_standby_feedback off", `physical slot ""`}},
+		{name: "slot not named on the primary", setup: StandbySetup{InRecovery: true, SyncSlots: "on", Feedback: "on", PrimarySlot: "other"},
+			found: []string{`physical slot "other", which synchronized_standby_slots on the primary does not name`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.setup.Problems("db2:5432", []string{"standby1"})
+			if len(got) != len(tt.found) {
+				t.Fatalf("Problems = %q, want %d", got, len(tt.found))
+			}
+			for i, want := range tt.found {
+				if !strings.Contains(got[i], want) || !strings.Contains(got[i], "standby db2:5432") || !strings.Contains(got[i], "fix") {
+					t.Errorf("problem %d = %q, want it to name the standby, say %q and the fix", i, got[i], want)
+				}
+			}
+		})
+	}
+}

@@ -35,11 +35,15 @@ func TestFailoverSlot(t *testing.T) {
 	e, standby := withStandby(t, primary, map[string]string{"sync_replication_slots": "on", "hot_standby_feedback": "on"})
 	args := e.args("--checkpoint-interval", "50ms")
 
-	// Without synchronized_standby_slots outboxd warns, with the fix.
+	// Without synchronized_standby_slots outboxd warns, with the fix, of
+	// the primary's set-up and of the standby's (the second host of
+	// --pg-url), which the primary does not wait for.
 	p := e.start(args...)
 	e.waitStreaming(p)
-	testsync.Eventually(t, 30*time.Second, testsync.Until("the set-up warning", func() bool {
-		return strings.Contains(p.output.String(), "synchronized_standby_slots is empty")
+	testsync.Eventually(t, 30*time.Second, testsync.Until("the set-up warnings", func() bool {
+		out := p.output.String()
+		return strings.Contains(out, "synchronized_standby_slots is empty") &&
+			strings.Contains(out, fmt.Sprintf("standby 127.0.0.1:%d streams from physical slot", standby.Port()))
 	}))
 	p.stopCleanly()
 	primary.Exec(t, primary.DSN("postgres"), "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
