@@ -65,19 +65,31 @@ intervals).`,
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
-		log, _ := newLogger(run.LogLevel)
-		log = log.With().Str("component", "backfill").Logger()
-		nc, err := natsconn.Connect(run.NATSURL, run.natsAuth, log, func() {})
+		env, err := oneOffEnv(cmd.Context(), run, "backfill")
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
-		if err := waitConnected(cmd.Context(), nc, natsConnectWait); err != nil {
-			return err
-		}
-		return relay.Backfill(cmd.Context(), cfg, relay.Env{NATS: nc, Log: log}, cmd.OutOrStdout())
+		defer env.NATS.Close()
+		return relay.Backfill(cmd.Context(), cfg, env, cmd.OutOrStdout())
 	}, runFlagsExcept(relayOnlyFlags...)...)
 	return cmd
+}
+
+// oneOffEnv is what a one-off command (backfill, verify, replay) gives
+// the relay library: its logger and a NATS connection, waited for; the
+// caller closes it.
+func oneOffEnv(ctx context.Context, run runConfig, component string) (relay.Env, error) {
+	log, _ := newLogger(run.LogLevel)
+	log = log.With().Str("component", component).Logger()
+	nc, err := natsconn.Connect(run.NATSURL, run.natsAuth, log, func() {})
+	if err != nil {
+		return relay.Env{}, err
+	}
+	if err := waitConnected(ctx, nc, natsConnectWait); err != nil {
+		nc.Close()
+		return relay.Env{}, err
+	}
+	return relay.Env{NATS: nc, Log: log}, nil
 }
 
 // natsConnectWait is how long backfill waits for a NATS server that does
@@ -117,6 +129,19 @@ func isTerminal(f *os.File) bool {
 // own flags: --since in RFC 3339, which makes --where default to every
 // row; checked whole.
 func backfillConfig(run runConfig, where, since string) (relay.BackfillConfig, error) {
+	cfg, err := snapshotConfig(run, where, since)
+	if err != nil {
+		return cfg, err
+	}
+	if !cfg.Since.IsZero() && strings.TrimSpace(cfg.Where) == "" {
+		cfg.Where = "true" // every row created since then
+	}
+	return cfg, cfg.Validate()
+}
+
+// snapshotConfig is what backfill and replay read rows by: run's settings,
+// --where, and --since in RFC 3339.
+func snapshotConfig(run runConfig, where, since string) (relay.BackfillConfig, error) {
 	cfg := relay.BackfillConfig{Config: run.relay, Where: where, Progress: os.Stderr, Terminal: isTerminal(os.Stderr)}
 	if since != "" {
 		t, err := time.Parse(time.RFC3339Nano, since)
@@ -124,11 +149,8 @@ func backfillConfig(run runConfig, where, since string) (relay.BackfillConfig, e
 			return cfg, fmt.Errorf("--since %q is not a time: use RFC 3339, e.g. 2026-12-05T14:00:00Z", since)
 		}
 		cfg.Since = t
-		if strings.TrimSpace(cfg.Where) == "" {
-			cfg.Where = "true" // every row created since then
-		}
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // parseOrderBy reads --order-by: column names separated by commas, exact

@@ -29,7 +29,7 @@ outboxd config prints what is in effect and where each value came from.`,
 	// Every command: an unknown flag suggests the one meant.
 	root.SetFlagErrorFunc(cliconfig.FlagError)
 	root.AddCommand(newConfigCommand())
-	root.AddCommand(newRunCommand(), newStatusCommand(), newSlotCommand(), newBackfillCommand(), newVerifyCommand(), newMigrateCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newStatusCommand(), newSlotCommand(), newBackfillCommand(), newVerifyCommand(), newReplayCommand(), newMigrateCommand(), newVersionCommand())
 	return root
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/relay"
-	"github.com/outboxd/outboxd/relay/natsconn"
 )
 
 func newVerifyCommand() *cobra.Command {
@@ -37,16 +36,12 @@ memory (about 100 bytes each).`,
 		if err != nil {
 			return err
 		}
-		log, _ := newLogger(run.LogLevel)
-		nc, err := natsconn.Connect(run.NATSURL, run.natsAuth, log, func() {})
+		env, err := oneOffEnv(cmd.Context(), run, "verify")
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
-		if err := waitConnected(cmd.Context(), nc, natsConnectWait); err != nil {
-			return err
-		}
-		report, err := relay.Verify(cmd.Context(), cfg, relay.Env{NATS: nc, Log: log})
+		defer env.NATS.Close()
+		report, err := relay.Verify(cmd.Context(), cfg, env)
 		if err != nil && !errors.Is(err, relay.ErrVerifyFailed) {
 			return err
 		}

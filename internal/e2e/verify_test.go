@@ -15,7 +15,8 @@ import (
 // TestVerify: outboxd verify passes on a clean run, and finds a message
 // deleted from the stream (lost, exit 1) and a row's message stored a
 // second time after the duplicate window (duplicated, exit 1), naming the
-// row each time.
+// row each time; outboxd replay --ids publishes the lost row again
+// (--dry-run only lists it), after which verify finds it.
 func TestVerify(t *testing.T) {
 	e := newEnv(t, pgtest.Shared(t), true)
 	ctx := context.Background()
@@ -71,4 +72,30 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	verify(1, "lost (no message): 1", "duplicated (stored more than once): 1 (e.g. "+again.Header.Get(jetstream.MsgIDHeader)+")")
+
+	// outboxd replay puts the lost row back: --dry-run lists it and
+	// publishes nothing; then it is published, with its own id and subject.
+	lostID := lost.Header.Get(jetstream.MsgIDHeader)
+	replay := func(extra ...string) string {
+		t.Helper()
+		r := e.start(append([]string{"replay", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot, "--stream", streamName,
+			"--ids", lostID}, extra...)...)
+		if code := r.wait(time.Minute); code != 0 {
+			t.Fatalf("replay %v exited %d:\n%s", extra, code, tail(r.output.String(), 10))
+		}
+		return r.output.String()
+	}
+	if out := replay("--dry-run"); !contains(out, lostID+"\n") || !contains(out, "would publish these 1 rows") {
+		t.Errorf("replay --dry-run does not list the lost row %s:\n%s", lostID, tail(out, 10))
+	}
+	verify(1, "lost (no message): 1")
+	if out := replay(); !contains(out, "replayed 1 rows") {
+		t.Errorf("replay did not publish the lost row:\n%s", tail(out, 10))
+	}
+	verify(1, "lost (no message): 0\n", "duplicated (stored more than once): 1")
+	after := e.readStream(js, len(msgs)+1, time.Minute)
+	last := after[len(after)-1]
+	if last.Header.Get(jetstream.MsgIDHeader) != lostID || last.Subject != lost.Subject {
+		t.Errorf("replayed message %s on %s, want %s on %s", last.Header.Get(jetstream.MsgIDHeader), last.Subject, lostID, lost.Subject)
+	}
 }
