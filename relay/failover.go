@@ -47,6 +47,7 @@ func prepareFailover(ctx context.Context, cfg Config, stream *replication.Stream
 	if cfg.SlotFailover {
 		problems = append(problems, standbyProblems(ctx, cfg, setup.StandbySlots)...)
 	}
+	// outboxd status reports the same (StatusReport.standbyProblems).
 	for _, problem := range problems {
 		log.Warn().Str("slot", cfg.Slot).Msg("failover set-up: " + problem)
 	}

@@ -34,6 +34,8 @@ type StatusReport struct {
 	// it could not be read.
 	failover    replication.FailoverSetup
 	failoverErr error
+	// standbyProblems are the standbys' (the other hosts of --pg-url).
+	standbyProblems []string
 }
 
 // presence says whether a section's object exists (for the server: that
@@ -210,6 +212,9 @@ func gatherPostgres(ctx context.Context, conn *pgx.Conn, cfg Config, r *StatusRe
 	// Only a primary's synchronized_standby_slots matter.
 	if r.Server.Exists && r.Server.Timeline != 0 {
 		r.failover, r.failoverErr = replication.InspectFailover(ctx, conn, cfg.Slot)
+		if r.failoverErr == nil && cfg.SlotFailover && r.failover.Major >= replication.FailoverSlotsMajor {
+			r.standbyProblems = standbyProblems(ctx, cfg, r.failover.StandbySlots)
+		}
 	}
 }
 
@@ -403,7 +408,7 @@ func derivedWarnings(r StatusReport, cfg Config, retainedLimit int64) []StatusWa
 	if r.Slot.Exists {
 		out = append(out, slotWarnings(r.Slot, retainedLimit)...)
 	}
-	for _, problem := range r.failover.Problems(r.Slot.Name, cfg.SlotFailover) {
+	for _, problem := range append(r.failover.Problems(r.Slot.Name, cfg.SlotFailover), r.standbyProblems...) {
 		add("failover_setup", false, "%s", problem)
 	}
 	if r.failoverErr != nil {

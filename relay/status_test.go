@@ -65,6 +65,9 @@ func TestDerivedWarnings(t *testing.T) {
 		{"failover set-up without synchronized_standby_slots", Config{SlotFailover: true}, func(r *StatusReport) {
 			r.failover = replication.FailoverSetup{Major: 17, SlotFailover: true, PhysicalSlots: 1}
 		}, []string{"warns failover_setup"}},
+		{"a standby without sync_replication_slots", Config{SlotFailover: true}, func(r *StatusReport) {
+			r.standbyProblems = []string{"standby db2:5432 has sync_replication_slots off"}
+		}, []string{"warns failover_setup"}},
 		{"failover slots not asked for", Config{}, func(r *StatusReport) {
 			r.failover = replication.FailoverSetup{Major: 17, PhysicalSlots: 1}
 		}, nil},

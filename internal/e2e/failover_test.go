@@ -21,8 +21,8 @@ import (
 // synchronised to a streaming standby (sync_replication_slots,
 // hot_standby_feedback, and the primary's synchronized_standby_slots).
 // Writers commit continuously (synchronous replication: a commit the
-// writer saw is on the standby); the primary crashes (immediate shutdown)
-// and the standby is promoted. outboxd, given both hosts with
+// writer saw is on the standby); the primary's postmaster is killed
+// (kill -9) and the standby is promoted. outboxd, given both hosts with
 // target_session_attrs=read-write, reconnects to the new primary and goes
 // on from the synchronised slot on the new timeline: every committed event
 // once, in order. It also checks the start-up warning of a set-up without
@@ -45,6 +45,12 @@ func TestFailoverSlot(t *testing.T) {
 		return strings.Contains(out, "synchronized_standby_slots is empty") &&
 			strings.Contains(out, fmt.Sprintf("standby 127.0.0.1:%d streams from physical slot", standby.Port()))
 	}))
+	status := e.start("status", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot)
+	status.wait(time.Minute)
+	if out := status.output.String(); !strings.Contains(out, "[failover_setup] synchronized_standby_slots is empty") ||
+		!strings.Contains(out, fmt.Sprintf("[failover_setup] standby 127.0.0.1:%d streams from physical slot", standby.Port())) {
+		t.Errorf("outboxd status does not report the failover set-up:\n%s", tail(out, 30))
+	}
 	p.stopCleanly()
 	primary.Exec(t, primary.DSN("postgres"), "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
 	primary.Exec(t, primary.DSN("postgres"), "SELECT pg_reload_conf()")
@@ -63,7 +69,7 @@ func TestFailoverSlot(t *testing.T) {
 
 	before := check.Count()
 	crashed := time.Now()
-	primary.Stop(t, "immediate")
+	primary.Stop(t, "kill")
 	standby.Promote(t)
 	promoted := time.Now()
 	testsync.Eventually(t, time.Minute, testsync.Until("outboxd streaming on the new timeline", func() bool {
@@ -164,7 +170,7 @@ func TestFailoverRecoveryFromTable(t *testing.T) {
 	e.waitStreaming(p)
 	writes := w.background(0, 2*time.Millisecond, func(i int) (int, bool) { return 1 + i%5, i%17 != 0 })
 	time.Sleep(2 * time.Second)
-	primary.Stop(t, "immediate")
+	primary.Stop(t, "kill")
 	standby.Promote(t)
 	if code := p.wait(2 * time.Minute); code == 0 {
 		t.Fatal("outboxd exited 0 on a promoted server without its slot")

@@ -247,15 +247,19 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 var stopSignals = map[string]syscall.Signal{
 	"fast":      syscall.SIGINT,  // roll back open transactions, checkpoint, exit
 	"immediate": syscall.SIGQUIT, // exit now; the next start recovers from WAL
+	// kill -9 of the postmaster, as a machine or process failure: no
+	// shutdown at all. Its backends notice and exit on their own.
+	"kill": syscall.SIGKILL,
 }
 
 // Stop shuts the server down in mode "fast" or "immediate", the modes of
-// pg_ctl stop -m, and waits until it has exited. Stopping a stopped cluster
+// pg_ctl stop -m, or "kill" (SIGKILL to the postmaster, a crash), and
+// waits until the postmaster has exited. Stopping a stopped cluster
 // does nothing. It returns an error if the server had exited on its own.
 func (c *Cluster) Stop(mode string) error {
 	sig, ok := stopSignals[mode]
 	if !ok {
-		return fmt.Errorf("stop postgres: mode %q: want \"fast\" or \"immediate\"", mode)
+		return fmt.Errorf("stop postgres: mode %q: want \"fast\", \"immediate\" or \"kill\"", mode)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

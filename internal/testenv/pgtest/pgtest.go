@@ -396,9 +396,10 @@ func (s *Server) Exec(t testing.TB, dsn, sql string, args ...any) {
 	}
 }
 
-// Stop shuts the server down in mode "fast" or "immediate" (a crash, as far
-// as PostgreSQL can tell). It fails the test on the Shared server and skips
-// it on a server from EnvURL or Docker.
+// Stop shuts the server down in mode "fast", "immediate" (a crash, as far
+// as PostgreSQL can tell) or "kill" (kill -9 of the postmaster). It fails
+// the test on the Shared server and skips it on a server from EnvURL or
+// Docker.
 func (s *Server) Stop(t testing.TB, mode string) {
 	t.Helper()
 	s.mustControl(t)
