@@ -105,10 +105,7 @@ func TestFastNoStrayMessages(t *testing.T) {
 	}
 	checkAcks(t, a, len(all))
 	checkStored(t, srv, "OUTBOX", tmpl, all)
-	time.Sleep(100 * time.Millisecond) // let any stray message arrive
-	if got, _, err := sub.Pending(); err != nil || got != len(all) {
-		t.Fatalf("the subscriber saw %d messages (%v), want exactly the %d events", got, err, len(all))
-	}
+	checkNoStray(t, sub, len(all))
 }
 
 // TestFastStreamRefuses: a stream without allow_batched refuses the first
@@ -256,10 +253,7 @@ func TestFastTrickleSpell(t *testing.T) {
 	}
 	checkAcks(t, a, len(items))
 	checkStored(t, srv, "OUTBOX", tmpl, items)
-	time.Sleep(100 * time.Millisecond) // let any stray message arrive
-	if got, _, err := sub.Pending(); err != nil || got != len(items) {
-		t.Fatalf("the subscriber saw %d messages (%v), want exactly the %d events", got, err, len(items))
-	}
+	checkNoStray(t, sub, len(items))
 }
 
 // TestFastGapNeverConfirmed: one message of a fast batch is lost on the
@@ -312,4 +306,15 @@ func TestFastGapNeverConfirmed(t *testing.T) {
 	}
 	checkAcks(t, a, len(items))
 	checkStored(t, srv, "OUTBOX", tmpl, items)
+}
+
+// checkNoStray fails unless sub, subscribed to the stream's subjects
+// before the first publish, saw exactly n messages: no batch control
+// message or empty commit reached the subjects.
+func checkNoStray(t *testing.T, sub *nats.Subscription, n int) {
+	t.Helper()
+	time.Sleep(100 * time.Millisecond) // let any stray message arrive
+	if got, _, err := sub.Pending(); err != nil || got != n {
+		t.Fatalf("the subscriber saw %d messages (%v), want exactly the %d events", got, err, n)
+	}
 }

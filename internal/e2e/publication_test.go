@@ -60,16 +60,7 @@ func TestPublicationDropped(t *testing.T) {
 	// drop: only leaving them out keeps them from being published twice.
 	e.shortenDuplicateWindow()
 
-	if p := e.start("slot", "drop", "--pg-url", e.dsn, "--slot", e.slot, "--yes"); p.wait(time.Minute) != 0 {
-		t.Fatalf("slot drop failed:\n%s", tail(p.output.String(), 10))
-	}
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	bf := e.start(e.backfillArgs("--checkpoint", "file:"+path, "--since", since)...)
-	if code := bf.wait(2 * time.Minute); code != 0 {
-		t.Fatalf("backfill exited %d:\n%s", code, tail(bf.output.String(), 20))
-	}
+	bf := e.recoverFromTable(path, since, true)
 	if !contains(bf.output.String(), "left out 10 rows created since") {
 		t.Errorf("backfill did not leave out the 10 rows published before the drop:\n%s", tail(bf.output.String(), 10))
 	}
@@ -107,4 +98,25 @@ func (e *env) shortenDuplicateWindow() {
 		e.t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
+}
+
+// recoverFromTable follows the steps outboxd prints when its slot can no
+// longer be read: drop the slot (unless it is gone already), delete the
+// checkpoint file at path, and backfill --since. It returns the backfill,
+// which must have exited 0.
+func (e *env) recoverFromTable(path, since string, dropSlot bool) *proc {
+	e.t.Helper()
+	if dropSlot {
+		if p := e.start("slot", "drop", "--pg-url", e.dsn, "--slot", e.slot, "--yes"); p.wait(time.Minute) != 0 {
+			e.t.Fatalf("slot drop failed:\n%s", tail(p.output.String(), 10))
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		e.t.Fatal(err)
+	}
+	bf := e.start(e.backfillArgs("--checkpoint", "file:"+path, "--since", since)...)
+	if code := bf.wait(2 * time.Minute); code != 0 {
+		e.t.Fatalf("backfill exited %d:\n%s", code, tail(bf.output.String(), 20))
+	}
+	return bf
 }

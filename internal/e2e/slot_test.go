@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,16 +84,7 @@ func TestSlotIdleTimeout(t *testing.T) {
 	out := e.expectExit(args, "inactive longer than idle_replication_slot_timeout", "outboxd slot drop --slot "+e.slot+" --yes", "rm "+path)
 	since := backfillSince(t, out)
 
-	if p := e.start("slot", "drop", "--pg-url", e.dsn, "--slot", e.slot, "--yes"); p.wait(time.Minute) != 0 {
-		t.Fatalf("slot drop failed:\n%s", tail(p.output.String(), 10))
-	}
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	bf := e.start(e.backfillArgs("--checkpoint", "file:"+path, "--since", since)...)
-	if code := bf.wait(2 * time.Minute); code != 0 {
-		t.Fatalf("backfill exited %d:\n%s", code, tail(bf.output.String(), 20))
-	}
+	e.recoverFromTable(path, since, true)
 	p = e.start(args...)
 	e.waitStreaming(p)
 	if _, err := w.tx(ctx, 2, true); err != nil {
