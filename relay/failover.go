@@ -19,8 +19,10 @@ import (
 // asks and the server has them (PostgreSQL 17+), and warns of what in the
 // primary's set-up would lose events at a failover, with the settings that
 // fix it (docs/operations.md, "Primary failover"). It runs before
-// streaming, while the slot is free.
-func prepareFailover(ctx context.Context, cfg Config, stream *replication.Stream, log zerolog.Logger) error {
+// streaming, while the slot is free, in every session (a failover changes
+// the set-up); that a server has no failover slots is said in the first
+// only.
+func prepareFailover(ctx context.Context, cfg Config, stream *replication.Stream, firstSession bool, log zerolog.Logger) error {
 	conn, err := ConnectPostgres(ctx, cfg.PGURL)
 	if err != nil {
 		return err
@@ -31,7 +33,7 @@ func prepareFailover(ctx context.Context, cfg Config, stream *replication.Stream
 		return err
 	}
 	if setup.Major < replication.FailoverSlotsMajor {
-		if cfg.SlotFailover {
+		if cfg.SlotFailover && firstSession {
 			log.Info().Int("postgres", setup.Major).Msg("this PostgreSQL has no failover slots (17+): after a primary failover the slot is gone; see the runbook, \"Primary failover\"")
 		}
 		return nil
@@ -47,7 +49,6 @@ func prepareFailover(ctx context.Context, cfg Config, stream *replication.Stream
 	if cfg.SlotFailover {
 		problems = append(problems, standbyProblems(ctx, cfg, setup.StandbySlots)...)
 	}
-	// outboxd status reports the same (StatusReport.standbyProblems).
 	for _, problem := range problems {
 		log.Warn().Str("slot", cfg.Slot).Msg("failover set-up: " + problem)
 	}

@@ -43,6 +43,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 			return err
 		}
 	}
+	firstSession := !*warned
 	if !*warned {
 		durability, err := sink.CheckDurability(ctx, js, cfg.Stream, cfg.NATSMonitorURL)
 		if err != nil {
@@ -104,7 +105,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	if err != nil {
 		return err
 	}
-	if err := prepareFailover(ctx, cfg, stream, log); err != nil {
+	if err := prepareFailover(ctx, cfg, stream, firstSession, log); err != nil {
 		return err
 	}
 	var kept keptRows
