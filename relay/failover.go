@@ -65,10 +65,11 @@ func standbyProblems(ctx context.Context, cfg Config, standbySlots []string) []s
 		return nil // run's own connection reports a bad URL
 	}
 	var problems []string
-	for _, host := range pgHosts(pgcfg) {
+	for _, tries := range pgHosts(pgcfg) {
+		// One host, with its own fallbacks (sslmode=prefer: TLS, then not).
 		one := pgcfg.Copy()
-		one.Host, one.Port, one.TLSConfig, one.Fallbacks, one.ValidateConnect = host.Host, host.Port, host.TLSConfig, nil, nil
-		name := net.JoinHostPort(host.Host, strconv.Itoa(int(host.Port)))
+		one.Host, one.Port, one.TLSConfig, one.Fallbacks, one.ValidateConnect = tries[0].Host, tries[0].Port, tries[0].TLSConfig, tries[1:], nil
+		name := net.JoinHostPort(tries[0].Host, strconv.Itoa(int(tries[0].Port)))
 		setup, err := inspectStandby(ctx, one, cfg.Slot)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("cannot check host %s of --pg-url as a standby: %v", name, err))
@@ -91,14 +92,19 @@ func inspectStandby(ctx context.Context, one *pgx.ConnConfig, slot string) (repl
 	return replication.InspectStandby(ctx, conn, slot)
 }
 
-// pgHosts lists the distinct hosts of a connection string, the first
-// and its fallbacks (which also repeat a host for sslmode=prefer).
-func pgHosts(c *pgx.ConnConfig) []pgconn.FallbackConfig {
-	hosts := []pgconn.FallbackConfig{{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig}}
-	for _, fb := range c.Fallbacks {
-		if !slices.ContainsFunc(hosts, func(h pgconn.FallbackConfig) bool { return h.Host == fb.Host && h.Port == fb.Port }) {
-			hosts = append(hosts, *fb)
+// pgHosts groups the ways a connection string tries its hosts (the first,
+// then its fallbacks) by host, in order: a host's TLS and plain attempts
+// of sslmode=prefer stay together.
+func pgHosts(c *pgx.ConnConfig) [][]*pgconn.FallbackConfig {
+	all := append([]*pgconn.FallbackConfig{{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig}}, c.Fallbacks...)
+	var hosts [][]*pgconn.FallbackConfig
+	for _, try := range all {
+		i := slices.IndexFunc(hosts, func(h []*pgconn.FallbackConfig) bool { return h[0].Host == try.Host && h[0].Port == try.Port })
+		if i < 0 {
+			hosts = append(hosts, []*pgconn.FallbackConfig{try})
+			continue
 		}
+		hosts[i] = append(hosts[i], try)
 	}
 	return hosts
 }

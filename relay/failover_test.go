@@ -12,18 +12,22 @@ import (
 	"github.com/outboxd/outboxd/replication"
 )
 
-// TestPGHosts: the hosts of --pg-url, each once, in order, however many
-// times sslmode=prefer repeats them.
+// TestPGHosts: the hosts of --pg-url, each once, in order, each with its
+// TLS and plain attempts of sslmode=prefer.
 func TestPGHosts(t *testing.T) {
 	cfg, err := pgx.ParseConfig("postgres://u@db1:5432,db2:5433,db3/app?sslmode=prefer&target_session_attrs=read-write")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, h := range pgHosts(cfg) {
-		got = append(got, fmt.Sprintf("%s:%d", h.Host, h.Port))
+	for _, tries := range pgHosts(cfg) {
+		tls := ""
+		for _, try := range tries {
+			tls += fmt.Sprint(try.TLSConfig != nil, " ")
+		}
+		got = append(got, fmt.Sprintf("%s:%d(%s)", tries[0].Host, tries[0].Port, strings.TrimSpace(tls)))
 	}
-	if want := "db1:5432 db2:5433 db3:5432"; strings.Join(got, " ") != want {
+	if want := "db1:5432(true false) db2:5433(true false) db3:5432(true false)"; strings.Join(got, " ") != want {
 		t.Errorf("pgHosts = %v, want %s", got, want)
 	}
 }
