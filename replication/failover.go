@@ -18,9 +18,6 @@ import (
 // have sync_replication_slots on, and survives a promotion.
 const FailoverSlotsMajor = 17
 
-// ServerMajor is the connected server's major version.
-func (s *Stream) ServerMajor() int { return serverMajor(s.conn) }
-
 // slotOptions is CREATE_REPLICATION_SLOT's tail after the plugin name:
 // what to do with the snapshot ("nothing" or "export") and, on PostgreSQL
 // 17+ when Config.Failover asks, FAILOVER true. PostgreSQL 15 introduced

@@ -33,7 +33,7 @@ type SlotSnapshot struct {
 // snapshot is gone.
 func (s *Stream) CreateSlotExportingSnapshot(ctx context.Context) (SlotSnapshot, error) {
 	sql := fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", s.cfg.Slot,
-		slotOptions(s.ServerMajor(), "export", s.cfg.Failover))
+		slotOptions(serverMajor(s.conn), "export", s.cfg.Failover))
 	res, err := pglogrepl.ParseCreateReplicationSlot(s.conn.Exec(ctx, sql))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42710" {

@@ -140,7 +140,7 @@ func (s *Stream) ServerWALEnd() pglogrepl.LSN { return s.system.XLogPos }
 func (s *Stream) CreateSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	res, err := pglogrepl.CreateReplicationSlot(ctx, s.conn, s.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication,
-			SnapshotAction: slotOptions(s.ServerMajor(), "nothing", s.cfg.Failover)})
+			SnapshotAction: slotOptions(serverMajor(s.conn), "nothing", s.cfg.Failover)})
 	if err != nil {
 		return 0, classify(fmt.Sprintf("create replication slot %q", s.cfg.Slot), err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/internal/testenv/checker"
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
 	"github.com/outboxd/outboxd/internal/testenv/testsync"
+	"github.com/outboxd/outboxd/replication"
 )
 
 // TestFailoverSlot: on PostgreSQL 17+ outboxd's slot is a failover slot,
@@ -117,10 +118,8 @@ func waitSynced(t *testing.T, standby *pgtest.Server, slot string) {
 	}
 	defer conn.Close(context.Background())
 	testsync.Eventually(t, time.Minute, testsync.Until("the standby's synchronised slot", func() bool {
-		var ready bool
-		err := conn.QueryRow(context.Background(),
-			"SELECT synced AND NOT temporary FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&ready)
-		return err == nil && ready
+		setup, err := replication.InspectStandby(context.Background(), conn, slot)
+		return err == nil && setup.Synced
 	}))
 }
 
