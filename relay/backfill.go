@@ -265,13 +265,14 @@ func publishSnapshot(ctx context.Context, cfg BackfillConfig, js jetstream.JetSt
 	}
 	log.Info().Int64("rows", total).Str("where", cfg.Where).Strs("order_by", cfg.orderBy()).Str("publication_row_filter", read.RowFilter()).
 		Msg("publishing the snapshot's rows")
-	// --publish-mode is resolved as run resolves it.
-	fast, err := fastPublishing(ctx, cfg.Config, js, log)
+	// --publish-mode is resolved as run resolves it. A snapshot's rows
+	// are not transactions: no atomic batches.
+	fast, err := resolveFast(ctx, cfg.Config, js, log)
 	if err != nil {
 		return nil, err
 	}
 	progress := newProgress(cfg.Progress, cfg.Terminal, total)
-	publisher, err := cfg.newPublisher(js, nc, fast, progress, log)
+	publisher, err := cfg.newPublisher(js, nc, publishing{fast: fast}, progress, log)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,17 @@ const (
 	PublishAsync PublishMode = "async" // one PublishAsync and PubAck per message
 )
 
+// AtomicMode is whether each transaction is published as one JetStream
+// atomic batch.
+type AtomicMode string
+
+// The atomic modes.
+const (
+	AtomicAuto AtomicMode = "auto" // where the server and stream take atomic batches
+	AtomicOn   AtomicMode = "on"   // refuse to start without them
+	AtomicOff  AtomicMode = "off"  // message by message, as fast or async mode sends them
+)
+
 // NullPayload is what the relay does with a row whose payload column is
 // NULL.
 type NullPayload string
@@ -102,6 +113,9 @@ type Config struct {
 	SlotFailover bool
 	// PublishMode (publish-mode, default auto).
 	PublishMode PublishMode
+	// AtomicTransactions (atomic-transactions, default auto) publishes
+	// each transaction of two or more events as one atomic batch.
+	AtomicTransactions AtomicMode
 	// MaxInFlight (max-in-flight, default 4096, 1 to sink.MaxInFlightLimit)
 	// bounds the messages published but not yet acknowledged.
 	MaxInFlight int
@@ -187,6 +201,7 @@ func DefaultConfig() Config {
 		Subject:            defaultTemplate(),
 		Checkpoint:         checkpoint.Location{Kind: "kv", Bucket: "outboxd"},
 		PublishMode:        PublishAuto,
+		AtomicTransactions: AtomicAuto,
 		MaxInFlight:        4096,
 		PublishLinger:      sink.DefaultLinger,
 		ReadLinger:         replication.DefaultReadLinger,
@@ -242,7 +257,7 @@ func (c Config) Validate() error {
 	}
 	// The publisher holds the range of its window: its error names the
 	// setting as a key, which a flag spells with two dashes.
-	if err := c.sinkConfig(false, nil, zerolog.Nop()).Validate(); err != nil {
+	if err := c.sinkConfig(publishing{}, nil, zerolog.Nop()).Validate(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
 	if c.PublishLinger < 100*time.Microsecond || c.PublishLinger > 100*time.Millisecond {
@@ -256,6 +271,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--publish-mode %q is not a mode: use %s, %s or %s", c.PublishMode, PublishAuto, PublishFast, PublishAsync)
 	case c.PublishMode == PublishFast && c.Exclusive:
 		return fmt.Errorf("--publish-mode fast cannot be combined with --exclusive-stream, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use --publish-mode auto or async")
+	case c.AtomicTransactions != AtomicAuto && c.AtomicTransactions != AtomicOn && c.AtomicTransactions != AtomicOff:
+		return fmt.Errorf("--atomic-transactions %q is not a mode: use %s, %s or %s", c.AtomicTransactions, AtomicAuto, AtomicOn, AtomicOff)
+	case c.AtomicTransactions == AtomicOn && c.Exclusive:
+		return fmt.Errorf("--atomic-transactions on cannot be combined with --exclusive-stream, whose Nats-Expected-Last-Sequence an atomic batch takes on its first message only: use --atomic-transactions auto or off")
 	}
 	for _, d := range []struct {
 		key   string

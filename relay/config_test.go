@@ -99,9 +99,9 @@ func TestSinkConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.Stream, c.MaxInFlight, c.DeadLetter, c.Exclusive = "ORDERS", 7, "outbox.dead", true
 	c.PublishLinger, c.LogPayloads = 3*time.Millisecond, true
-	got := c.sinkConfig(true, nil, zerolog.Nop())
+	got := c.sinkConfig(publishing{fast: true, atomic: true}, nil, zerolog.Nop())
 	if got.Stream != "ORDERS" || got.Subject != c.Subject || got.MaxInFlight != 7 || got.DeadLetter != "outbox.dead" ||
-		!got.Exclusive || !got.Fast || got.Linger != 3*time.Millisecond || !got.LogPayloads {
+		!got.Exclusive || !got.Fast || !got.Atomic || got.Linger != 3*time.Millisecond || !got.LogPayloads {
 		t.Errorf("sinkConfig = %+v, want every setting of %+v", got, c)
 	}
 }

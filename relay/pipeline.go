@@ -40,6 +40,10 @@ type pipeline struct {
 	committedBy  time.Time // see resume.CommittedBy
 	restored     string    // see resume.Restored
 	skipping     bool      // the current transaction is before skipBefore
+	// held is the newest item, not handed on yet (holding): whether it
+	// ends its transaction is known only at the next change (see send).
+	held    sink.Item
+	holding bool
 	// from is where streaming started (the slot's position); until every
 	// transaction between it and skipBefore has been seen and checked
 	// (checked), nothing past it is confirmed to PostgreSQL.
@@ -159,11 +163,54 @@ func (p *pipeline) decode(ctx context.Context, raw <-chan []replication.Message,
 	for batch := range raw {
 		for _, msg := range batch {
 			if err := p.decodeOne(ctx, msg, items); err != nil {
+				// The events before a row that stops the pipeline are
+				// still published (but not as a whole transaction).
+				if rerr := p.release(ctx, items); rerr != nil {
+					return errors.Join(err, rerr)
+				}
 				return err
 			}
 		}
 	}
-	return nil
+	return p.release(ctx, items)
+}
+
+// send hands items on one step late: the item held until now, known not
+// to end its transaction since another change of it came, goes on, and
+// item is held. The sink's atomic mode needs to know a transaction's last
+// event when it gets it (sink.Item.TxEnd); the Commit that tells comes
+// right after it in the stream, so holding adds no wait.
+func (p *pipeline) send(ctx context.Context, items chan<- sink.Item, item sink.Item) error {
+	prev, had := p.held, p.holding
+	p.held, p.holding = item, true
+	if !had {
+		return nil
+	}
+	return deliver(ctx, items, prev)
+}
+
+// endTransaction hands on the held item as the last of its transaction.
+func (p *pipeline) endTransaction(ctx context.Context, items chan<- sink.Item) error {
+	p.held.TxEnd = true
+	return p.release(ctx, items)
+}
+
+// release hands on the held item, if any, as it stands.
+func (p *pipeline) release(ctx context.Context, items chan<- sink.Item) error {
+	if !p.holding {
+		return nil
+	}
+	p.holding = false
+	return deliver(ctx, items, p.held)
+}
+
+func deliver(ctx context.Context, items chan<- sink.Item, item sink.Item) error {
+	select {
+	case items <- item:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // decodeOne decodes one replication message and hands on what it holds.
@@ -224,17 +271,21 @@ func (p *pipeline) deadLetter(ctx context.Context, err error, items chan<- sink.
 	if p.skipping || (alone && rowErr.LSN < p.skipBefore) {
 		return nil // before the resume point: it was dead-lettered already
 	}
-	select {
-	case items <- sink.Item{Seq: p.tracker.Add(), Dead: rowErr}:
-	case <-ctx.Done():
-		return ctx.Err()
+	item := sink.Item{Seq: p.tracker.Add(), Dead: rowErr}
+	if !alone {
+		return p.send(ctx, items, item)
 	}
-	if alone {
-		// Confirmable once its dead letter is acked; confirming its own
-		// LSN (not past it) means a restart may send it again, which the
-		// dead letter's Nats-Msg-Id absorbs.
-		p.tracker.Commit(rowErr.LSN)
+	item.TxEnd = true // a transaction of its own
+	if err := p.release(ctx, items); err != nil {
+		return err
 	}
+	if err := deliver(ctx, items, item); err != nil {
+		return err
+	}
+	// Confirmable once its dead letter is acked; confirming its own LSN
+	// (not past it) means a restart may send it again, which the dead
+	// letter's Nats-Msg-Id absorbs.
+	p.tracker.Commit(rowErr.LSN)
 	return nil
 }
 
@@ -296,14 +347,14 @@ func (p *pipeline) handle(ctx context.Context, change decoder.Change, items chan
 			p.skipNullPayload(change.Event)
 			return nil
 		}
-		item := sink.Item{Seq: p.tracker.Add(), Event: change.Event}
-		select {
-		case items <- item:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return p.send(ctx, items, sink.Item{Seq: p.tracker.Add(), Event: change.Event})
 	case decoder.Commit:
 		if !p.skipping {
+			if p.holding {
+				if err := p.endTransaction(ctx, items); err != nil {
+					return err
+				}
+			}
 			p.tracker.Commit(change.EndLSN)
 		}
 		p.skipping = false

@@ -59,14 +59,22 @@ func newTestPipeline(t *testing.T, from, skipBefore pglogrepl.LSN, committedBy t
 // dead letter's as "dead:ID").
 func drain(t *testing.T, p *pipeline, items chan sink.Item) []string {
 	t.Helper()
+	if err := p.release(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
 	close(items)
 	var ids []string
 	for item := range items {
+		id := ""
 		if item.Dead != nil {
-			ids = append(ids, "dead:"+item.Dead.EventID)
+			id = "dead:" + item.Dead.EventID
 		} else {
-			ids = append(ids, item.Event.ID)
+			id = item.Event.ID
 		}
+		if item.TxEnd {
+			id += " (end)"
+		}
+		ids = append(ids, id)
 		if err := p.tracker.Ack(item.Seq); err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +85,10 @@ func drain(t *testing.T, p *pipeline, items chan sink.Item) []string {
 // TestPipelineTransactions: transactions that commit before the resume
 // point are dropped whole (they were published before the checkpoint was
 // saved), unless one committed after the checkpoint was saved, which
-// stops the relay; the rest are handed on in order, and the safe position
-// reaches a transaction's end only once its events are acknowledged.
+// stops the relay; the rest are handed on in order, each transaction's
+// last event marked as such (TxEnd, for atomic mode), and the safe
+// position reaches a transaction's end only once its events are
+// acknowledged.
 func TestPipelineTransactions(t *testing.T) {
 	saved := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	before, after := saved.Add(-time.Minute), saved.Add(time.Hour)
@@ -94,10 +104,10 @@ func TestPipelineTransactions(t *testing.T) {
 	}{
 		{name: "all after the resume point", from: 0x100, skipBefore: 0x100,
 			txs:     []testTx{{commit: 0x150, end: 0x158, events: 2}, {commit: 0x250, end: 0x258, events: 1}},
-			wantIDs: []string{"tx1-0", "tx1-1", "tx2-0"}, wantSafe: 0x258, wantChecked: true},
+			wantIDs: []string{"tx1-0", "tx1-1 (end)", "tx2-0 (end)"}, wantSafe: 0x258, wantChecked: true},
 		{name: "before the resume point: dropped whole", from: 0x100, skipBefore: 0x200, committedBy: saved.Add(clockSkew),
 			txs:     []testTx{{commit: 0x150, end: 0x158, at: before, events: 2}, {commit: 0x250, end: 0x258, at: after, events: 1}},
-			wantIDs: []string{"tx2-0"}, wantSafe: 0x258, wantChecked: true},
+			wantIDs: []string{"tx2-0 (end)"}, wantSafe: 0x258, wantChecked: true},
 		{name: "not yet past the resume point: unchecked", from: 0x100, skipBefore: 0x200, committedBy: saved.Add(clockSkew),
 			txs:     []testTx{{commit: 0x150, end: 0x158, at: before, events: 2}},
 			wantIDs: nil, wantSafe: 0x200, wantChecked: false},
@@ -113,7 +123,7 @@ func TestPipelineTransactions(t *testing.T) {
 			wantIDs: nil, wantSafe: 0x200},
 		{name: "no save time to hold it to", from: 0x100, skipBefore: 0x200,
 			txs:     []testTx{{commit: 0x150, end: 0x158, at: after, events: 1}, {commit: 0x200, end: 0x208, at: after, events: 1}},
-			wantIDs: []string{"tx2-0"}, wantSafe: 0x208, wantChecked: true},
+			wantIDs: []string{"tx2-0 (end)"}, wantSafe: 0x208, wantChecked: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +190,7 @@ func TestPipelineDeadRows(t *testing.T) {
 		{name: "row of a skipped transaction", deadLetters: true, skipping: true, err: rowErr("e1", 0x150, false),
 			wantSafe: 0x200},
 		{name: "message alone, after the resume point", deadLetters: true, err: rowErr("m1", 0x300, true),
-			wantIDs: []string{"dead:m1"}, wantSafe: 0x300},
+			wantIDs: []string{"dead:m1 (end)"}, wantSafe: 0x300},
 		{name: "message alone, before the resume point", deadLetters: true, err: rowErr("m1", 0x150, true),
 			wantSafe: 0x200},
 		{name: "not a row error", deadLetters: true, err: fmt.Errorf("decode: %w", decoder.ErrMalformed), wantErr: true, wantSafe: 0x200},
@@ -304,6 +314,9 @@ func TestPipelineNullPayload(t *testing.T) {
 				if err = p.decodeOne(context.Background(), m, items); err != nil {
 					break
 				}
+			}
+			if rerr := p.release(context.Background(), items); rerr != nil { // as decode does
+				t.Fatal(rerr)
 			}
 			close(items)
 			// Ack one by one: a skipped row must neither hold the safe

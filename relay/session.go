@@ -129,11 +129,11 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 		Store: store, Tracker: tracker, Identity: start.Checkpoint, Start: start.LSN,
 		Interval: cfg.CheckpointInterval, Logger: log,
 	})
-	fast, err := fastPublishing(ctx, cfg, js, log)
+	pub, err := resolvePublishing(ctx, cfg, js, log)
 	if err != nil {
 		return err
 	}
-	publish, err := newSink(cfg, js, nc, fast, tracker, env.Metrics, log)
+	publish, err := newSink(cfg, js, nc, pub, tracker, env.Metrics, log)
 	if err != nil {
 		return &fatalError{err}
 	}
@@ -153,7 +153,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 		return err
 	}
 	log.Info().Str("slot", cfg.Slot).Str("lsn", start.LSN.String()).Str("from", start.From.String()).Str("stream", cfg.Stream).
-		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Bool("fast_batches", fast).Msg("streaming")
+		Str("checkpoint", store.String()).Bool("pg_streaming", stream.Streaming()).Bool("fast_batches", pub.fast).Bool("atomic_transactions", pub.atomic).Msg("streaming")
 
 	streaming = true
 	detach := env.Metrics.Attach(sessionProgress{stream: stream, tracker: tracker})
@@ -168,38 +168,78 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	return err
 }
 
-// fastPublishing resolves --publish-mode: whether this session publishes
-// in fast batches. auto uses them where the server and stream take them
-// (and not with --exclusive-stream); fast without them is an error that
-// says what is missing.
-func fastPublishing(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger) (bool, error) {
+// publishing is how a session publishes: in fast batches or not, and each
+// transaction as an atomic batch or not.
+type publishing struct {
+	fast, atomic bool
+}
+
+// resolvePublishing resolves --publish-mode and --atomic-transactions for
+// the server and stream (see resolveFast and resolveAtomic).
+func resolvePublishing(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger) (publishing, error) {
+	fast, err := resolveFast(ctx, cfg, js, log)
+	if err != nil {
+		return publishing{}, err
+	}
+	atomic, err := resolveAtomic(ctx, cfg, js, log)
+	return publishing{fast: fast, atomic: atomic}, err
+}
+
+// resolveFast resolves --publish-mode: whether this session publishes in
+// fast batches. auto uses them where the server and stream take them (and
+// not with --exclusive-stream); fast without them is an error that says
+// what is missing.
+func resolveFast(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger) (bool, error) {
 	if cfg.NullSink || cfg.PublishMode == PublishAsync || cfg.Exclusive {
 		return false, nil
 	}
-	err := sink.CheckFastBatch(ctx, js, cfg.Stream)
-	var unsupported *sink.FastBatchError
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.As(err, &unsupported):
-		return false, err
-	case cfg.PublishMode == PublishFast:
-		return false, &fatalError{fmt.Errorf("--publish-mode fast: %w", err)}
+	use, missing, err := resolveBatches(sink.CheckFastBatch(ctx, js, cfg.Stream), cfg.PublishMode == PublishFast, "--publish-mode fast")
+	if missing != nil {
+		log.Info().Str("stream", cfg.Stream).Str("reason", missing.Problem).Msg("publishing asynchronously: no fast batches")
 	}
-	log.Info().Str("stream", cfg.Stream).Str("reason", unsupported.Problem).Msg("publishing asynchronously: no fast batches")
-	return false, nil
+	return use, err
+}
+
+// resolveAtomic resolves --atomic-transactions likewise: auto publishes
+// each transaction as an atomic batch where the server and stream take
+// them (and not with --exclusive-stream).
+func resolveAtomic(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger) (bool, error) {
+	if cfg.NullSink || cfg.AtomicTransactions == AtomicOff || cfg.Exclusive {
+		return false, nil
+	}
+	use, missing, err := resolveBatches(sink.CheckAtomicBatch(ctx, js, cfg.Stream), cfg.AtomicTransactions == AtomicOn, "--atomic-transactions on")
+	if missing != nil {
+		log.Info().Str("stream", cfg.Stream).Str("reason", missing.Problem).Str("fix", missing.Fix).
+			Msg("transactions published message by message: no atomic batches")
+	}
+	return use, err
+}
+
+// resolveBatches turns a batch check's outcome into whether to use them.
+// Without them, setting (the one that requires them, when required) is an
+// error; otherwise missing says what the server or stream lacks.
+func resolveBatches(checked error, required bool, setting string) (use bool, missing *sink.BatchError, err error) {
+	switch {
+	case checked == nil:
+		return true, nil, nil
+	case !errors.As(checked, &missing):
+		return false, nil, checked
+	case required:
+		return false, nil, &fatalError{fmt.Errorf("%s: %w", setting, checked)}
+	}
+	return false, missing, nil
 }
 
 // newSink returns the Run of the sink --sink names, acknowledging to
-// tracker: the JetStream publisher (in fast batches if fast), or the
-// benchmark's null sink.
-func newSink(cfg Config, js jetstream.JetStream, nc *nats.Conn, fast bool, tracker *checkpoint.Tracker,
+// tracker: the JetStream publisher (as pub says), or the benchmark's null
+// sink.
+func newSink(cfg Config, js jetstream.JetStream, nc *nats.Conn, pub publishing, tracker *checkpoint.Tracker,
 	observer sink.Observer, log zerolog.Logger) (func(context.Context, <-chan sink.Item) error, error) {
 	if cfg.NullSink {
 		log.Warn().Msg("--sink null: events are acknowledged without being published (benchmarks only)")
 		return func(ctx context.Context, in <-chan sink.Item) error { return sink.Null{}.Run(ctx, in, tracker) }, nil
 	}
-	publisher, err := cfg.newPublisher(js, nc, fast, observer, log)
+	publisher, err := cfg.newPublisher(js, nc, pub, observer, log)
 	if err != nil {
 		return nil, err
 	}
@@ -249,17 +289,17 @@ func (s sessionProgress) InFlight() int            { return s.tracker.InFlight()
 
 // sinkConfig is the publisher's configuration for this relay, used by run
 // and backfill alike: events publish the same way from the stream and from
-// a snapshot. fast is the resolved publish mode (see fastPublishing).
-func (cfg Config) sinkConfig(fast bool, observer sink.Observer, log zerolog.Logger) sink.Config {
+// a snapshot. pub is the resolved publishing (see resolvePublishing).
+func (cfg Config) sinkConfig(pub publishing, observer sink.Observer, log zerolog.Logger) sink.Config {
 	return sink.Config{
 		Stream: cfg.Stream, Subject: cfg.Subject, MaxInFlight: cfg.MaxInFlight, DeadLetter: cfg.DeadLetter,
-		Exclusive: cfg.Exclusive, Fast: fast, Linger: cfg.PublishLinger, LogPayloads: cfg.LogPayloads,
+		Exclusive: cfg.Exclusive, Fast: pub.fast, Atomic: pub.atomic, Linger: cfg.PublishLinger, LogPayloads: cfg.LogPayloads,
 		Logger: log, Observer: observer,
 	}
 }
 
 // newPublisher is the one publisher of run and backfill, for this relay's
 // settings and the server's max_payload.
-func (cfg Config) newPublisher(js jetstream.JetStream, nc *nats.Conn, fast bool, observer sink.Observer, log zerolog.Logger) (*sink.Publisher, error) {
-	return sink.NewPublisher(js, nc.MaxPayload(), cfg.sinkConfig(fast, observer, log))
+func (cfg Config) newPublisher(js jetstream.JetStream, nc *nats.Conn, pub publishing, observer sink.Observer, log zerolog.Logger) (*sink.Publisher, error) {
+	return sink.NewPublisher(js, nc.MaxPayload(), cfg.sinkConfig(pub, observer, log))
 }

@@ -34,40 +34,59 @@ const fastBatchAPILevel = 4
 // acknowledgements.
 const maxFastFlow = 500
 
-// FastBatchError says why a server or stream cannot take fast batch
+// BatchError says why a server or stream cannot take fast or atomic batch
 // publishes, and the fix.
-type FastBatchError struct {
+type BatchError struct {
 	Stream  string
+	Feature string // "fast" or "atomic"
 	Problem string
 	Fix     string
 }
 
-func (e *FastBatchError) Error() string {
-	return fmt.Sprintf("fast batch publishing to stream %q: %s; fix: %s", e.Stream, e.Problem, e.Fix)
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("%s batch publishing to stream %q: %s; fix: %s", e.Feature, e.Stream, e.Problem, e.Fix)
 }
 
 // CheckFastBatch reports whether the server behind js and the stream take
-// fast batch publishes: nil if they do, a *FastBatchError naming what is
+// fast batch publishes: nil if they do, a *BatchError naming what is
 // missing if they do not, another error if it cannot tell. The server's
 // JetStream API level ($JS.API.INFO, api.level) must be at least 4, and the
 // stream must allow batch publishing (allow_batched).
 func CheckFastBatch(ctx context.Context, js jetstream.JetStream, stream string) error {
+	return checkBatchSupport(ctx, js, stream, batchFeature{
+		name: "fast", level: fastBatchAPILevel, server: "nats-server 2.14",
+		allowed: func(c jetstream.StreamConfig) bool { return c.AllowBatchPublish },
+		setting: "allow_batched", fix: "--publish-mode async"})
+}
+
+// batchFeature is what a kind of batch publishing needs.
+type batchFeature struct {
+	name    string // as BatchError.Feature
+	level   int    // the JetStream API level of the first server that has it
+	server  string // that server
+	allowed func(jetstream.StreamConfig) bool
+	setting string // the stream setting allowed reads
+	fix     string // the flag that does without it
+}
+
+func checkBatchSupport(ctx context.Context, js jetstream.JetStream, stream string, f batchFeature) error {
 	info, err := js.AccountInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("read JetStream account info for the API level: %w", err)
 	}
-	if info.API.Level < fastBatchAPILevel {
-		return &FastBatchError{Stream: stream,
-			Problem: fmt.Sprintf("the server reports JetStream API level %d, and fast batches need level %d (nats-server 2.14 or later)", info.API.Level, fastBatchAPILevel),
-			Fix:     "upgrade nats-server, or use --publish-mode async"}
+	if info.API.Level < f.level {
+		return &BatchError{Stream: stream, Feature: f.name,
+			Problem: fmt.Sprintf("the server reports JetStream API level %d, and %s batches need level %d (%s or later)", info.API.Level, f.name, f.level, f.server),
+			Fix:     "upgrade nats-server, or use " + f.fix}
 	}
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return fmt.Errorf("read stream %q: %w", stream, err)
 	}
-	if !s.CachedInfo().Config.AllowBatchPublish {
-		return &FastBatchError{Stream: stream, Problem: "the stream does not allow batch publishing (allow_batched is false)",
-			Fix: "set allow_batched: true in the stream's configuration (outboxd sets it on a stream it creates), or use --publish-mode async"}
+	if !f.allowed(s.CachedInfo().Config) {
+		return &BatchError{Stream: stream, Feature: f.name,
+			Problem: fmt.Sprintf("the stream does not allow %s batch publishing (%s is false)", f.name, f.setting),
+			Fix:     fmt.Sprintf("set %s: true in the stream's configuration (outboxd sets it on a stream it creates), or use %s", f.setting, f.fix)}
 	}
 	return nil
 }

@@ -30,9 +30,9 @@ func TestCheckFastBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := CheckFastBatch(ctx, js, "PLAIN")
-	var fbErr *FastBatchError
+	var fbErr *BatchError
 	if !errors.As(err, &fbErr) {
-		t.Fatalf("CheckFastBatch on a stream without allow_batched = %v, want a *FastBatchError", err)
+		t.Fatalf("CheckFastBatch on a stream without allow_batched = %v, want a *BatchError", err)
 	}
 	for _, want := range []string{`"PLAIN"`, "allow_batched", "--publish-mode async"} {
 		if !strings.Contains(err.Error(), want) {
@@ -60,9 +60,9 @@ func TestCheckFastBatchOldServer(t *testing.T) {
 	tmpl := testTemplate(t, defaultTemplate)
 	setupStream(t, js, "OUTBOX", tmpl)
 	err = CheckFastBatch(ctx, js, "OUTBOX")
-	var fbErr *FastBatchError
+	var fbErr *BatchError
 	if !errors.As(err, &fbErr) {
-		t.Fatalf("CheckFastBatch on nats-server %s = %v, want a *FastBatchError", nc.ConnectedServerVersion(), err)
+		t.Fatalf("CheckFastBatch on nats-server %s = %v, want a *BatchError", nc.ConnectedServerVersion(), err)
 	}
 	for _, want := range []string{"API level 0", "level 4", "--publish-mode async"} {
 		if !strings.Contains(err.Error(), want) {

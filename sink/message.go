@@ -56,6 +56,9 @@ func (p *Publisher) build(item Item) (*nats.Msg, error) {
 	dead := item.Dead
 	if dead == nil {
 		msg, err := p.message(item.Event)
+		if err == nil && item.split != "" {
+			msg.Header.Set(HeaderTxSplit, item.split)
+		}
 		if !errors.As(err, &dead) || p.cfg.DeadLetter == "" {
 			return msg, err
 		}

@@ -43,7 +43,17 @@ type Config struct {
 	// check with CheckFastBatch. Not with Exclusive, whose expectations
 	// need every message's own PubAck. Off by default.
 	Fast bool
-	// AckTimeout is how long fast mode waits for the server to acknowledge
+	// Atomic publishes each transaction of two or more events as one
+	// JetStream atomic batch (see atomic.go): the stream stores all of it
+	// or none. The stream must take them: check with CheckAtomicBatch. Not
+	// with Exclusive. Off by default.
+	Atomic bool
+	// AtomicLimit is the most events a transaction may have to go as one
+	// batch: the server's limit (max_batch_size, default 1000). Larger
+	// transactions go message by message, marked with HeaderTxSplit.
+	// Default MaxAtomicBatch.
+	AtomicLimit int
+	// AckTimeout is how long fast and atomic mode wait for the server to acknowledge
 	// a batch before it republishes. Default 10s.
 	AckTimeout time.Duration
 	// Linger is how long an open fast batch waits for the next item before
@@ -76,6 +86,12 @@ func (c Config) Validate() error {
 	if c.MaxInFlight < 1 || c.MaxInFlight > MaxInFlightLimit {
 		return fmt.Errorf("max-in-flight %d is out of range: use 1 to %d", c.MaxInFlight, MaxInFlightLimit)
 	}
+	if c.Atomic && c.AtomicLimit < 2 {
+		return fmt.Errorf("atomic batch limit %d is out of range: use 2 or more (the server's max_batch_size)", c.AtomicLimit)
+	}
+	if c.Atomic && c.Exclusive {
+		return errors.New("atomic transactions cannot be combined with exclusive mode, whose Nats-Expected-Last-Sequence a batch takes on its first message only: turn one of them off")
+	}
 	if c.Fast && c.Exclusive {
 		return errors.New("fast batch publishing cannot be combined with exclusive mode, whose Nats-Expected-Last-Sequence needs each message's own PubAck: use async publishing")
 	}
@@ -86,6 +102,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 4096
+	}
+	if c.AtomicLimit == 0 {
+		c.AtomicLimit = MaxAtomicBatch
 	}
 	if c.Linger == 0 {
 		c.Linger = DefaultLinger
@@ -112,6 +131,14 @@ type Item struct {
 	// Dead is set for a row the decoder could not turn into an event
 	// (Event is nil then): it goes to the dead-letter subject.
 	Dead *event.RowError
+	// TxEnd marks the last item of its transaction. Atomic mode
+	// (Config.Atomic) gathers a transaction's items up to it; a
+	// transaction whose last item never comes (the stream stopped in the
+	// middle) is not published there.
+	TxEnd bool
+	// split is why atomic mode publishes the item's transaction message
+	// by message; its message says so in HeaderTxSplit.
+	split string
 }
 
 // acker receives acknowledgements in publish order (checkpoint.Tracker).
@@ -154,6 +181,15 @@ func NewPublisher(js jetstream.JetStream, maxPayload int64, cfg Config) (*Publis
 // when ctx is done, or with a *event.RowError for an event that cannot be
 // published, once every message before that event is acknowledged.
 func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
+	if p.cfg.Atomic {
+		return p.runAtomic(ctx, in, acks)
+	}
+	return p.runSingly(ctx, in, acks)
+}
+
+// runSingly is Run in fast or async mode: message by message, whatever
+// the transactions.
+func (p *Publisher) runSingly(ctx context.Context, in <-chan Item, acks acker) error {
 	if p.cfg.Fast {
 		return p.runFast(ctx, in, acks)
 	}

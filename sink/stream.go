@@ -76,7 +76,7 @@ const DefaultDuplicateWindow = 2 * time.Minute
 // template renders; when it is missing and create is set, it creates it with
 // file storage, the template's StreamSubject (and the WithDeadLetter
 // subject when nothing else captures it) and DefaultDuplicateWindow,
-// allowing fast batch publishing where the server takes it. It
+// allowing fast and atomic batch publishing where the server takes them. It
 // returns warnings about settings that can silently lose or repeat messages.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, tmpl *Template, create bool, opts ...StreamOption) ([]string, error) {
 	var o streamOptions
@@ -109,9 +109,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, tmpl
 			Subjects:   subjects,
 			Storage:    jetstream.FileStorage,
 			Duplicates: DefaultDuplicateWindow,
-			// Only where the server takes it: the field raises the
-			// stream's required API level to 4.
-			AllowBatchPublish: info.API.Level >= fastBatchAPILevel,
+			// Only where the server takes them: the fields raise the
+			// stream's required API level to 4 and 2.
+			AllowBatchPublish:  info.API.Level >= fastBatchAPILevel,
+			AllowAtomicPublish: info.API.Level >= atomicAPILevel,
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, fmt.Errorf("create stream %q: %w", name, err)

@@ -55,6 +55,7 @@ type runConfig struct {
 	PublishLinger   time.Duration
 	ReadLinger      time.Duration
 	PublishMode     string
+	Atomic          string
 	StatusInterval  time.Duration
 	CheckpointEvery time.Duration
 	ShutdownTimeout time.Duration
@@ -124,6 +125,7 @@ func defaultRunConfig() runConfig {
 		PublishLinger:   d.PublishLinger,
 		ReadLinger:      d.ReadLinger,
 		PublishMode:     string(d.PublishMode),
+		Atomic:          string(d.AtomicTransactions),
 		StatusInterval:  d.StatusInterval,
 		CheckpointEvery: d.CheckpointInterval,
 		ShutdownTimeout: d.ShutdownTimeout,
@@ -172,6 +174,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.SlotFailover, "slot-failover", c.SlotFailover, "on PostgreSQL 17+, create the slot as a failover slot (or make the existing one so), which standbys with sync_replication_slots = on keep a copy of, so outboxd goes on after a primary failover; outboxd checks the primary's synchronized_standby_slots at start (see the runbook, \"Primary failover\"); ignored on older servers")
 	fs.BoolVar(&c.AllowGap, "allow-gap", c.AllowGap, "start even though the slot is ahead of the checkpoint or was recreated (events in the gap are not published)")
 	fs.StringVar(&c.PublishMode, "publish-mode", c.PublishMode, "how events are published: auto (fast where the server, nats-server 2.14+, and the stream, allow_batched, take it; else async), fast (JetStream fast-ingest batches with cumulative acks; refuse to start without them), async (one PublishAsync and PubAck per message; always with --exclusive-stream)")
+	fs.StringVar(&c.Atomic, "atomic-transactions", c.Atomic, "publish each transaction of two or more events as one JetStream atomic batch, so consumers never see part of one: auto (where the server, nats-server 2.12+, and the stream, allow_atomic, take it; else message by message), on (refuse to start without them), off; transactions over the server's batch limit (1,000) go message by message with the Outbox-Tx-Split header")
 	fs.DurationVar(&c.PublishLinger, "publish-linger", c.PublishLinger, "fast mode: how long an open batch waits for the next event before it commits; longer makes larger batches, costing less CPU per event, and adds up to this much latency (100µs-100ms)")
 	fs.DurationVar(&c.ReadLinger, "read-linger", c.ReadLinger, "a read that finds no WAL waiting waits until 8 KiB arrived or this long has passed, so that messages the walsender sends one by one are read in batches (fewer wake-ups, less CPU per event, for outboxd and PostgreSQL); a trickle is up to this much later, a fast stream hardly waits; TCP only; 0 (the default) reads at once; 5ms halves outboxd's CPU per event at 1,000 events/s for some 3 ms of latency (0-100ms)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most messages published but not yet acknowledged (1-65536)")
@@ -242,7 +245,7 @@ func (c *runConfig) parseRelay() error {
 	r := relay.Config{
 		PGURL: c.PGURL, Slot: c.Slot, Publication: c.Publication, Messages: c.Messages, Stream: c.Stream,
 		CreateStream: c.CreateStream, DeadLetter: c.DeadLetter, Exclusive: c.Exclusive, AllowGap: c.AllowGap,
-		SlotFailover: c.SlotFailover, PublishMode: relay.PublishMode(c.PublishMode), MaxInFlight: c.MaxInFlight,
+		SlotFailover: c.SlotFailover, PublishMode: relay.PublishMode(c.PublishMode), AtomicTransactions: relay.AtomicMode(c.Atomic), MaxInFlight: c.MaxInFlight,
 		PublishLinger: c.PublishLinger,
 		ReadLinger:    c.ReadLinger, StatusInterval: c.StatusInterval, CheckpointInterval: c.CheckpointEvery,
 		ShutdownTimeout: c.ShutdownTimeout, StandbyRetry: c.StandbyRetry, Heartbeat: c.Heartbeat,

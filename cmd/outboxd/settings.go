@@ -83,7 +83,7 @@ var runFlagGroups = []flagGroup{
 	{"NATS", []string{"nats-url", "nats-context", "nats-creds", "nats-nkey", "nats-user", "nats-password",
 		"nats-token", "nats-tls-ca", "nats-tls-cert", "nats-tls-key", "nats-monitor-url"}},
 	{"Stream, subjects and mapping", []string{"stream", "create-stream", "subject", "columns", "headers-format", "id-prefix", "null-payload", "dead-letter"}},
-	{"Delivery", []string{"publish-mode", "publish-linger", "max-in-flight", "exclusive-stream",
+	{"Delivery", []string{"publish-mode", "atomic-transactions", "publish-linger", "max-in-flight", "exclusive-stream",
 		"checkpoint", "checkpoint-interval", "shutdown-timeout"}},
 	{"Retention", []string{"retention", "retention-batch", "retention-pause", "retention-wait", "created-at-zone"}},
 	{"Operations", []string{"config", "log-level", "log-payloads", "metrics-addr", "standby-retry"}},

@@ -285,6 +285,9 @@ type writer struct {
 	// the database was restored from an older copy commit at lower LSNs
 	// than rows of the lost history, and are another aggregate's events.
 	history string
+	// beforeWrite, when set, is told each transaction's rows before they
+	// are written.
+	beforeWrite func(rows []row)
 	// survive makes tx ride out PostgreSQL restarts: a transaction that
 	// failed before COMMIT is recorded as rolled back, one whose COMMIT got
 	// no answer as uncertain, and the writer reconnects.
@@ -331,6 +334,9 @@ func (w *writer) tx(ctx context.Context, size int, commit bool) ([]row, error) {
 	for i := range rows {
 		rows[i] = w.next()
 		events[i] = checker.Event{ID: rows[i].ID.String(), Aggregate: rows[i].AggregateType + "/" + rows[i].AggregateID}
+	}
+	if w.beforeWrite != nil {
+		w.beforeWrite(rows)
 	}
 	committing, err := w.write(ctx, rows, commit)
 	switch {

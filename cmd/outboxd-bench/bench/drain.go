@@ -198,11 +198,12 @@ func (t *target) resetStream(ctx context.Context, stream, subject string) error 
 	if err := t.js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("delete stream %s: %w", stream, err)
 	}
-	// AllowBatchPublish as on a stream outboxd creates: without it outboxd's
-	// default --publish-mode auto publishes asynchronously, not in fast
-	// batches.
+	// AllowBatchPublish and AllowAtomicPublish as on a stream outboxd
+	// creates: without them outboxd's default --publish-mode auto
+	// publishes asynchronously, not in fast batches, and
+	// --atomic-transactions auto message by message.
 	_, err := t.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject},
-		Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute, AllowBatchPublish: true})
+		Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute, AllowBatchPublish: true, AllowAtomicPublish: true})
 	if err != nil {
 		return fmt.Errorf("create stream %s: %w", stream, err)
 	}
