@@ -113,8 +113,10 @@ type Config struct {
 	SlotFailover bool
 	// PublishMode (publish-mode, default auto).
 	PublishMode PublishMode
-	// AtomicTransactions (atomic-transactions, default auto) publishes
-	// each transaction of two or more events as one atomic batch.
+	// AtomicTransactions (atomic-transactions, default off) publishes each
+	// transaction of two or more events as one atomic batch. Off by
+	// default: on a file stream such a transaction costs several times
+	// the CPU and drain time of fast batches (docs/benchmarks.md).
 	AtomicTransactions AtomicMode
 	// MaxInFlight (max-in-flight, default 4096, 1 to sink.MaxInFlightLimit)
 	// bounds the messages published but not yet acknowledged.
@@ -201,7 +203,7 @@ func DefaultConfig() Config {
 		Subject:            defaultTemplate(),
 		Checkpoint:         checkpoint.Location{Kind: "kv", Bucket: "outboxd"},
 		PublishMode:        PublishAuto,
-		AtomicTransactions: AtomicAuto,
+		AtomicTransactions: AtomicOff,
 		MaxInFlight:        4096,
 		PublishLinger:      sink.DefaultLinger,
 		ReadLinger:         replication.DefaultReadLinger,

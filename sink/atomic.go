@@ -81,7 +81,9 @@ func (p *Publisher) runAtomic(ctx context.Context, in <-chan Item, acks acker) e
 	g, gctx := errgroup.WithContext(ctx)
 	single := make(chan Item, cap(in))
 	counted := &ackCounter{acker: acks, signal: make(chan struct{}, 1)}
-	g.Go(func() error { return p.runSingly(gctx, single, counted) })
+	// What waits for the inner loop is in both channels: fast mode's
+	// batches are for backlogs, which form in the outer one.
+	g.Go(func() error { return p.runSingly(gctx, single, counted, func() int { return len(single) + len(in) }) })
 	g.Go(func() error {
 		defer close(single)
 		t := &transactions{p: p, single: single, acks: counted, limit: p.cfg.AtomicLimit}

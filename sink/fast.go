@@ -98,9 +98,9 @@ func checkBatchSupport(ctx context.Context, js jetstream.JetStream, stream strin
 // flight then pile up instead.)
 const backlogItems = 16
 
-// backlogged is runAsync's leave in fast mode.
-func (p *Publisher) backlogged(in <-chan Item) func(inFlight int) bool {
-	return func(inFlight int) bool { return len(in) >= backlogItems || inFlight >= backlogItems }
+// backlogged is runAsync's leave in fast mode; waiting is runFast's.
+func (p *Publisher) backlogged(waiting func() int) func(inFlight int) bool {
+	return func(inFlight int) bool { return waiting() >= backlogItems || inFlight >= backlogItems }
 }
 
 // DefaultLinger is Config.Linger's default: how long a batch waits for the
@@ -171,7 +171,10 @@ func (p *Publisher) newBatch() (*batch, error) {
 // empty end-of-batch message, which core NATS subscribers of the subject
 // would see.) A batch of one message is then one publish and its PubAck.
 // Between batches the window is empty.
-func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) error {
+//
+// waiting counts the items waiting to be published: those in in, and in
+// atomic mode those still before it.
+func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker, waiting func() int) error {
 	var window queue
 	var b *batch
 	holding := false
@@ -242,7 +245,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 		// reply subscription and a JSON acknowledgement besides. Messages
 		// that arrive closer together, a backlog's, go out in batches.
 		now := time.Now() // one clock read per item: this is the drain's hot path
-		trickle := !holding && len(in) == 0 && now.Sub(lastItem) >= p.cfg.Linger
+		trickle := !holding && waiting() == 0 && now.Sub(lastItem) >= p.cfg.Linger
 		lastItem = now
 		if pm.dead {
 			pm.future = p.publish(pm.msg)
@@ -253,7 +256,7 @@ func (p *Publisher) runFast(ctx context.Context, in <-chan Item, acks acker) err
 			continue
 		}
 		if trickle {
-			err := p.runAsync(ctx, in, acks, p.backlogged(in), pm)
+			err := p.runAsync(ctx, in, acks, p.backlogged(waiting), pm)
 			if !errors.Is(err, errBacklog) {
 				return err // nil once in is closed and all is acknowledged
 			}

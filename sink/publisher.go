@@ -184,14 +184,14 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Item, acks acker) error {
 	if p.cfg.Atomic {
 		return p.runAtomic(ctx, in, acks)
 	}
-	return p.runSingly(ctx, in, acks)
+	return p.runSingly(ctx, in, acks, func() int { return len(in) })
 }
 
 // runSingly is Run in fast or async mode: message by message, whatever
-// the transactions.
-func (p *Publisher) runSingly(ctx context.Context, in <-chan Item, acks acker) error {
+// the transactions. waiting counts the items waiting (see runFast).
+func (p *Publisher) runSingly(ctx context.Context, in <-chan Item, acks acker, waiting func() int) error {
 	if p.cfg.Fast {
-		return p.runFast(ctx, in, acks)
+		return p.runFast(ctx, in, acks, waiting)
 	}
 	return p.runAsync(ctx, in, acks, nil)
 }

@@ -38,15 +38,22 @@ func BenchmarkRelayBacklog(b *testing.B) {
 		txSize    int
 		configure func(*runConfig)
 	}{
-		{"sink=jetstream/mode=async/tx=1", 1, func(c *runConfig) { c.PublishMode = string(relay.PublishAsync) }},
-		{"sink=jetstream/mode=async/tx=100", 100, func(c *runConfig) { c.PublishMode = string(relay.PublishAsync) }},
-		{"sink=jetstream/mode=fast/tx=1", 1, func(c *runConfig) { c.PublishMode = string(relay.PublishFast) }},
-		{"sink=jetstream/mode=fast/tx=100", 100, func(c *runConfig) { c.PublishMode = string(relay.PublishFast) }},
+		{"sink=jetstream/mode=async/tx=1", 1, publishing(relay.PublishAsync, relay.AtomicOff)},
+		{"sink=jetstream/mode=async/tx=100", 100, publishing(relay.PublishAsync, relay.AtomicOff)},
+		{"sink=jetstream/mode=fast/tx=1", 1, publishing(relay.PublishFast, relay.AtomicOff)},
+		{"sink=jetstream/mode=fast/tx=100", 100, publishing(relay.PublishFast, relay.AtomicOff)},
+		{"sink=jetstream/mode=fast+atomic/tx=1", 1, publishing(relay.PublishFast, relay.AtomicOn)},
+		{"sink=jetstream/mode=fast+atomic/tx=100", 100, publishing(relay.PublishFast, relay.AtomicOn)},
 		{"sink=null/tx=1", 1, func(c *runConfig) { c.Sink = sinkNull }},
 		{"sink=null/tx=100", 100, func(c *runConfig) { c.Sink = sinkNull }},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchmarkRelayBacklog(b, bc.txSize, bc.configure) })
 	}
+}
+
+// publishing sets --publish-mode and --atomic-transactions.
+func publishing(mode relay.PublishMode, atomic relay.AtomicMode) func(*runConfig) {
+	return func(c *runConfig) { c.PublishMode, c.Atomic = string(mode), string(atomic) }
 }
 
 func benchmarkRelayBacklog(b *testing.B, txSize int, configure func(*runConfig)) {

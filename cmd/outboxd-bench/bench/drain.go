@@ -201,7 +201,7 @@ func (t *target) resetStream(ctx context.Context, stream, subject string) error 
 	// AllowBatchPublish and AllowAtomicPublish as on a stream outboxd
 	// creates: without them outboxd's default --publish-mode auto
 	// publishes asynchronously, not in fast batches, and
-	// --atomic-transactions auto message by message.
+	// --atomic-transactions auto (when asked for) message by message.
 	_, err := t.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject},
 		Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute, AllowBatchPublish: true, AllowAtomicPublish: true})
 	if err != nil {
