@@ -139,6 +139,10 @@ type Config struct {
 	// StandbyRetry (standby-retry, default 2s, 100ms to 1m) is how often a
 	// standby tries to take over the slot another process holds.
 	StandbyRetry time.Duration
+	// StreamCheck (stream-check-interval, default 1m; 0: off; else 1s to
+	// 24h) is how often run samples an acknowledged message and checks,
+	// an interval later, that the stream still holds it (see streamCheck).
+	StreamCheck time.Duration
 	// Heartbeat (heartbeat-interval, default 0: off; else 1s to 1h) writes
 	// a logical decoding heartbeat so a slot on a busy database advances.
 	Heartbeat time.Duration
@@ -204,6 +208,7 @@ func DefaultConfig() Config {
 		Checkpoint:         checkpoint.Location{Kind: "kv", Bucket: "outboxd"},
 		PublishMode:        PublishAuto,
 		AtomicTransactions: AtomicOff,
+		StreamCheck:        time.Minute,
 		MaxInFlight:        4096,
 		PublishLinger:      sink.DefaultLinger,
 		ReadLinger:         replication.DefaultReadLinger,
@@ -291,6 +296,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateRetention(); err != nil {
 		return err
+	}
+	if c.StreamCheck != 0 && (c.StreamCheck < time.Second || c.StreamCheck > 24*time.Hour) {
+		return fmt.Errorf("--stream-check-interval %s is out of range: use 0 (off) or 1s to 24h", c.StreamCheck)
 	}
 	if c.Heartbeat != 0 && (c.Heartbeat < time.Second || c.Heartbeat > time.Hour) {
 		return fmt.Errorf("--heartbeat-interval %s is out of range: use 0 (off) or 1s to 1h", c.Heartbeat)

@@ -54,6 +54,7 @@ type pipeline struct {
 	metrics         *telemetry.Metrics
 	heartbeat       *heartbeat
 	retention       *retention
+	streamCheck     *streamCheck
 	shutdownTimeout time.Duration
 	log             zerolog.Logger
 }
@@ -106,6 +107,9 @@ func (p *pipeline) run(ctx context.Context) error {
 	}
 	if p.retention != nil {
 		g.Go(func() error { return p.retention.Run(receiving) })
+	}
+	if p.streamCheck != nil {
+		g.Go(func() error { return p.streamCheck.Run(receiving) })
 	}
 
 	done := make(chan struct{})

@@ -133,7 +133,11 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	if err != nil {
 		return err
 	}
-	publish, err := newSink(cfg, js, nc, pub, tracker, env.Metrics, log)
+	var check *streamCheck
+	if cfg.StreamCheck > 0 && !cfg.NullSink {
+		check = newStreamCheck(js, cfg, env.Metrics, log)
+	}
+	publish, err := newSink(cfg, js, nc, pub, tracker, env.Metrics, check, log)
 	if err != nil {
 		return &fatalError{err}
 	}
@@ -145,6 +149,7 @@ func runSession(ctx context.Context, cfg Config, env Env, warned *bool) error {
 	if cfg.Retention.On {
 		p.retention = newRetention(cfg, kept, p.confirmable, env.Metrics, log)
 	}
+	p.streamCheck = check
 	if cfg.Heartbeat > 0 {
 		p.heartbeat = &heartbeat{pgPeriodic{pgURL: cfg.PGURL, interval: cfg.Heartbeat, what: "heartbeat",
 			log: log.With().Str("component", "heartbeat").Logger()}}
@@ -231,15 +236,19 @@ func resolveBatches(checked error, required bool, setting string) (use bool, mis
 }
 
 // newSink returns the Run of the sink --sink names, acknowledging to
-// tracker: the JetStream publisher (as pub says), or the benchmark's null
-// sink.
+// tracker: the JetStream publisher (as pub says, offering check its
+// samples when set), or the benchmark's null sink.
 func newSink(cfg Config, js jetstream.JetStream, nc *nats.Conn, pub publishing, tracker *checkpoint.Tracker,
-	observer sink.Observer, log zerolog.Logger) (func(context.Context, <-chan sink.Item) error, error) {
+	observer sink.Observer, check *streamCheck, log zerolog.Logger) (func(context.Context, <-chan sink.Item) error, error) {
 	if cfg.NullSink {
 		log.Warn().Msg("--sink null: events are acknowledged without being published (benchmarks only)")
 		return func(ctx context.Context, in <-chan sink.Item) error { return sink.Null{}.Run(ctx, in, tracker) }, nil
 	}
-	publisher, err := cfg.newPublisher(js, nc, pub, observer, log)
+	sc := cfg.sinkConfig(pub, observer, log)
+	if check != nil { // not a nil *streamCheck in the interface
+		sc.Sampler = check
+	}
+	publisher, err := sink.NewPublisher(js, nc.MaxPayload(), sc)
 	if err != nil {
 		return nil, err
 	}

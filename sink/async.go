@@ -79,7 +79,7 @@ func (p *Publisher) runAsync(ctx context.Context, in <-chan Item, acks acker, le
 		case ack := <-okC:
 			head := window.pop()
 			s.acked(head, ack, window.len() == 0)
-			if err := p.acked(head, ack.Duplicate, acks); err != nil {
+			if err := p.acked(head, ack.Duplicate, ack.Sequence, acks); err != nil {
 				return err
 			}
 		case err := <-errC:

@@ -235,14 +235,19 @@ func (t *transactions) publish(ctx context.Context) error {
 	if err := t.acks.waitFor(ctx, t.sent); err != nil {
 		return err
 	}
-	if reason, err := t.commit(ctx, batch); err != nil || reason != "" {
-		if err != nil {
-			return err
-		}
+	lastSeq, reason, err := t.commit(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
 		return t.splitClosed(ctx, reason)
 	}
-	for _, pm := range batch {
-		if err := t.p.acked(pm, false, t.acks); err != nil {
+	for i, pm := range batch {
+		var seq uint64
+		if i == len(batch)-1 {
+			seq = lastSeq
+		}
+		if err := t.p.acked(pm, false, seq, t.acks); err != nil {
 			return err
 		}
 	}
@@ -260,12 +265,13 @@ func (t *transactions) splitClosed(ctx context.Context, reason string) error {
 	return nil
 }
 
-// commit sends batch as one atomic batch until the server stores it, or
+// commit sends batch as one atomic batch until the server stores it, and
+// returns the stream sequence of its last message; or until the server
 // answers why it cannot (split's reason).
-func (t *transactions) commit(ctx context.Context, batch []pending) (split string, err error) {
+func (t *transactions) commit(ctx context.Context, batch []pending) (lastSeq uint64, split string, err error) {
 	delay := t.p.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
-		err := t.send(ctx, batch)
+		lastSeq, err := t.send(ctx, batch)
 		var apiErr *jetstream.APIError
 		errors.As(err, &apiErr)
 		switch {
@@ -273,25 +279,25 @@ func (t *transactions) commit(ctx context.Context, batch []pending) (split strin
 			if attempt > 1 {
 				t.p.log.Info().Int("attempts", attempt).Msg("publishing resumed")
 			}
-			return "", nil
+			return lastSeq, "", nil
 		case ctx.Err() != nil:
-			return "", ctx.Err()
+			return 0, "", ctx.Err()
 		case apiErr != nil && apiErr.ErrorCode == codeAtomicDuplicate:
-			return SplitInStream, nil
+			return 0, SplitInStream, nil
 		case apiErr != nil && apiErr.ErrorCode == codeAtomicTooLarge:
 			// The server's limit is below ours: learn it.
 			t.limit = max(len(batch)-1, 2)
-			return SplitTooLarge, nil
+			return 0, SplitTooLarge, nil
 		case apiErr != nil && apiErr.ErrorCode == codeAtomicDisabled:
 			t.p.log.Warn().Err(err).Msg("the stream refuses atomic batches; publishing message by message from now on")
 			t.off = true
-			return SplitRefused, nil
+			return 0, SplitRefused, nil
 		}
 		t.p.cfg.Observer.PublishFailed(failureReason(err))
 		t.p.log.Warn().Err(err).Int("events", len(batch)).Int("attempt", attempt).Msg("atomic batch failed; retrying")
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return 0, "", ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, t.p.cfg.RetryMax)
@@ -299,25 +305,29 @@ func (t *transactions) commit(ctx context.Context, batch []pending) (split strin
 }
 
 // send publishes batch as one atomic batch and waits for the server's
-// acknowledgement of its commit. The first message is not acknowledged on
-// its own (the library's AckFirst): a batch is at most the server's limit,
-// and its commit reports any refusal.
-func (t *transactions) send(ctx context.Context, batch []pending) error {
+// acknowledgement of its commit, which names the stream sequence of its
+// last message. The first message is not acknowledged on its own (the
+// library's AckFirst): a batch is at most the server's limit, and its
+// commit reports any refusal.
+func (t *transactions) send(ctx context.Context, batch []pending) (lastSeq uint64, err error) {
 	bp, err := jetstreamext.NewBatchPublisher(t.p.js,
 		jetstreamext.BatchFlowControl{AckFirst: false, AckTimeout: t.p.cfg.AckTimeout})
 	if err != nil {
-		return fmt.Errorf("start an atomic batch: %w", err)
+		return 0, fmt.Errorf("start an atomic batch: %w", err)
 	}
 	last := len(batch) - 1
 	for _, pm := range batch[:last] {
 		if err := bp.AddMsg(pm.msg); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.p.cfg.AckTimeout)
 	defer cancel()
-	_, err = bp.CommitMsg(ctx, batch[last].msg)
-	return err
+	ack, err := bp.CommitMsg(ctx, batch[last].msg)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
 
 // xidOf is the transaction id of an item, event or dead letter.

@@ -292,16 +292,21 @@ func (p *Publisher) add(ctx context.Context, b *batch, window *queue, acks acker
 		disabled, err := p.fastFailed(ctx, b, window, acks, err)
 		return nil, disabled, err
 	}
-	return b, false, p.ackBatch(b, window, ack.AckSequence, acks)
+	return b, false, p.ackBatch(b, window, ack.AckSequence, 0, acks)
 }
 
-// ackBatch acknowledges the window up to batch sequence upTo.
-func (p *Publisher) ackBatch(b *batch, window *queue, upTo uint64, acks acker) error {
+// ackBatch acknowledges the window up to batch sequence upTo, whose
+// stream sequence is lastSeq (0 when not known).
+func (p *Publisher) ackBatch(b *batch, window *queue, upTo, lastSeq uint64, acks acker) error {
 	if upTo > b.acked+uint64(window.len()) {
 		return fmt.Errorf("BUG: fast batch acknowledged up to %d, but only %d messages were sent", upTo, b.acked+uint64(window.len()))
 	}
 	for ; b.acked < upTo; b.acked++ {
-		if err := p.acked(window.pop(), false, acks); err != nil {
+		var seq uint64
+		if b.acked+1 == upTo {
+			seq = lastSeq
+		}
+		if err := p.acked(window.pop(), false, seq, acks); err != nil {
 			return err
 		}
 	}
@@ -328,7 +333,7 @@ func (p *Publisher) commit(ctx context.Context, b *batch, window *queue, acks ac
 		}
 		return p.fastFailed(ctx, b, window, acks, err)
 	}
-	return false, p.ackBatch(b, window, sent, acks)
+	return false, p.ackBatch(b, window, sent, ack.Sequence, acks)
 }
 
 // fastFailed handles a batch that ended before the server acknowledged all
@@ -368,7 +373,7 @@ func (p *Publisher) drain(ctx context.Context, window *queue, acks acker) error 
 		case <-ctx.Done():
 			return ctx.Err()
 		case ack := <-head.future.Ok():
-			if err := p.acked(window.pop(), ack.Duplicate, acks); err != nil {
+			if err := p.acked(window.pop(), ack.Duplicate, ack.Sequence, acks); err != nil {
 				return err
 			}
 		case err := <-head.future.Err():

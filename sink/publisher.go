@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -74,6 +75,18 @@ type Config struct {
 	Logger zerolog.Logger
 	// Observer is told every publish outcome, for metrics. Default none.
 	Observer Observer
+	// Sampler, when set, is told of acknowledged messages whose stream
+	// sequence the acknowledgement names, for a later check that the
+	// stream still holds them. Default none.
+	Sampler Sampler
+}
+
+// Sampler takes samples of stored messages (see Config.Sampler). Stored is
+// on the publisher's hot path: it must return at once when it wants no
+// sample.
+type Sampler interface {
+	// Stored says the stream acknowledged msg at sequence seq.
+	Stored(msg *nats.Msg, seq uint64)
 }
 
 // Validate reports the first setting of c a Publisher cannot run with: a
@@ -213,8 +226,13 @@ func (p *Publisher) prepare(item Item) (pending, error) {
 	return pm, nil
 }
 
-// acked reports the acknowledgement of pm to the observer and to acks.
-func (p *Publisher) acked(pm pending, duplicate bool, acks acker) error {
+// acked reports the acknowledgement of pm to the observer and to acks,
+// and to the sampler when the acknowledgement named its stream sequence
+// seq (0 when not).
+func (p *Publisher) acked(pm pending, duplicate bool, seq uint64, acks acker) error {
+	if seq != 0 && !pm.dead && p.cfg.Sampler != nil {
+		p.cfg.Sampler.Stored(pm.msg, seq)
+	}
 	if duplicate {
 		p.log.Debug().Str("event_id", pm.msg.Header.Get(jetstream.MsgIDHeader)).Msg("duplicate absorbed by JetStream")
 	}

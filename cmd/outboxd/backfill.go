@@ -19,7 +19,7 @@ import (
 // it does not take them (their variables and config keys leave it alone).
 var relayOnlyFlags = []string{"metrics-addr", "status-interval", "checkpoint-interval", "shutdown-timeout",
 	"standby-retry", "heartbeat-interval", "pg-streaming", "spool-dir", "allow-gap", "nats-monitor-url",
-	"retention", "retention-batch", "retention-pause", "retention-wait"}
+	"retention", "retention-batch", "retention-pause", "retention-wait", "atomic-transactions", "stream-check-interval"}
 
 func newBackfillCommand() *cobra.Command {
 	var where, since, orderBy string

@@ -61,6 +61,7 @@ type runConfig struct {
 	ShutdownTimeout time.Duration
 	StandbyRetry    time.Duration
 	Heartbeat       time.Duration
+	StreamCheck     time.Duration
 	Retention       string
 	RetentionBatch  int
 	RetentionPause  time.Duration
@@ -126,6 +127,7 @@ func defaultRunConfig() runConfig {
 		ReadLinger:      d.ReadLinger,
 		PublishMode:     string(d.PublishMode),
 		Atomic:          string(d.AtomicTransactions),
+		StreamCheck:     d.StreamCheck,
 		StatusInterval:  d.StatusInterval,
 		CheckpointEvery: d.CheckpointInterval,
 		ShutdownTimeout: d.ShutdownTimeout,
@@ -188,6 +190,7 @@ func (c *runConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RetentionWait, "retention-wait", c.RetentionWait, "how long a --retention batch keeps its snapshot open waiting for the confirmed position to reach it; past that it deletes nothing and the next one tries (1s-1h)")
 	fs.StringVar(&c.CreatedAtZone, "created-at-zone", c.CreatedAtZone, "the time zone in which a created_at column of type timestamp (without time zone) holds its values, as PostgreSQL names it (UTC, Europe/Berlin), to measure the rows' age for retention; a timestamptz column needs none")
 	fs.DurationVar(&c.Heartbeat, "heartbeat-interval", c.Heartbeat, "write a logical decoding heartbeat this often so a slot on a database busy with other tables keeps advancing (0 = off; 1s-1h)")
+	fs.DurationVar(&c.StreamCheck, "stream-check-interval", c.StreamCheck, "this often, take a message JetStream acknowledged as a sample and check an interval later that the stream still holds it at its sequence; the result is counted in outboxd_stream_checks_total (alert on missing or replaced: the stream lost acknowledged events) (0 = off; 1s-24h)")
 	fs.BoolVar(&c.PGStreaming, "pg-streaming", c.PGStreaming, "ask PostgreSQL 14+ to stream large in-progress transactions (protocol 2); outboxd spools them on disk until they commit, and never publishes aborted ones")
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "folder for spooled in-progress transactions (default: the system's temporary folder)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
@@ -248,7 +251,7 @@ func (c *runConfig) parseRelay() error {
 		SlotFailover: c.SlotFailover, PublishMode: relay.PublishMode(c.PublishMode), AtomicTransactions: relay.AtomicMode(c.Atomic), MaxInFlight: c.MaxInFlight,
 		PublishLinger: c.PublishLinger,
 		ReadLinger:    c.ReadLinger, StatusInterval: c.StatusInterval, CheckpointInterval: c.CheckpointEvery,
-		ShutdownTimeout: c.ShutdownTimeout, StandbyRetry: c.StandbyRetry, Heartbeat: c.Heartbeat,
+		ShutdownTimeout: c.ShutdownTimeout, StandbyRetry: c.StandbyRetry, Heartbeat: c.Heartbeat, StreamCheck: c.StreamCheck,
 		PGStreaming: c.PGStreaming, SpoolDir: c.SpoolDir, NATSMonitorURL: c.NATSMonitorURL, LogPayloads: c.LogPayloads,
 		IDPrefix: c.IDPrefix, NullPayload: relay.NullPayload(c.NullPayload),
 		Retention: relay.Retention{Batch: c.RetentionBatch, Pause: c.RetentionPause, Wait: c.RetentionWait, CreatedAtZone: c.CreatedAtZone},

@@ -353,6 +353,8 @@ var badRunInput = []struct {
 		wantErr: []string{"--max-in-flight", `"x"`}},
 	{name: "publish-mode unknown", args: []string{"--publish-mode", "turbo"},
 		wantErr: []string{"--publish-mode", `"turbo"`, "auto, fast or async"}},
+	{name: "stream-check-interval too short", args: []string{"--stream-check-interval", "500ms"},
+		wantErr: []string{"--stream-check-interval 500ms", "0 (off) or 1s to 24h"}},
 	{name: "atomic-transactions unknown", args: []string{"--atomic-transactions", "yes"},
 		wantErr: []string{"--atomic-transactions", `"yes"`, "auto, on or off"}},
 	{name: "atomic-transactions on with exclusive-stream", env: map[string]string{"OUTBOXD_ATOMIC_TRANSACTIONS": "on", "OUTBOXD_EXCLUSIVE_STREAM": "true"},

@@ -86,7 +86,7 @@ var runFlagGroups = []flagGroup{
 	{"Delivery", []string{"publish-mode", "atomic-transactions", "publish-linger", "max-in-flight", "exclusive-stream",
 		"checkpoint", "checkpoint-interval", "shutdown-timeout"}},
 	{"Retention", []string{"retention", "retention-batch", "retention-pause", "retention-wait", "created-at-zone"}},
-	{"Operations", []string{"config", "log-level", "log-payloads", "metrics-addr", "standby-retry"}},
+	{"Operations", []string{"config", "log-level", "log-payloads", "metrics-addr", "standby-retry", "stream-check-interval"}},
 }
 
 // groupedFlagUsages is cmd's flags under the titles of runFlagGroups, each

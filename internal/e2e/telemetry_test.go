@@ -121,7 +121,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	e := newEnv(t, pgtest.Shared(t), true)
 	check := checker.New()
 	w := e.newWriter(check, 40)
-	p := e.start(e.args()...)
+	p := e.start(e.args("--stream-check-interval", "1s")...)
 	base := p.metricsURL()
 	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d %q, want 200", code, body)
@@ -167,6 +167,17 @@ func TestMetricsAndHealth(t *testing.T) {
 	if !retainedOK {
 		t.Error("no outboxd_slot_retained_wal_bytes")
 	}
+	// The stream check sampled acknowledged messages and found them there.
+	testsync.Eventually(t, 30*time.Second, func() string {
+		checks := scrape(t, base)
+		ok, _ := metric(checks, "outboxd_stream_checks_total", "result", "ok")
+		missing, _ := metric(checks, "outboxd_stream_checks_total", "result", "missing")
+		replaced, _ := metric(checks, "outboxd_stream_checks_total", "result", "replaced")
+		if ok < 1 || missing != 0 || replaced != 0 {
+			return fmt.Sprintf("stream checks ok %v, missing %v, replaced %v; want some ok and no other", ok, missing, replaced)
+		}
+		return ""
+	})
 	for _, zero := range []string{"outboxd_duplicates_total", "outboxd_dead_lettered_total", "outboxd_standby"} {
 		if v, ok := metric(after, zero); !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", zero, v, ok)

@@ -51,6 +51,7 @@ type Metrics struct {
 	active        prometheus.Gauge
 	retentionRows prometheus.Counter
 	nullSkipped   prometheus.Counter
+	streamChecks  *prometheus.CounterVec
 
 	progress atomic.Pointer[Progress]
 	// The last values of a detached session, shown until the next attaches.
@@ -97,6 +98,13 @@ func NewMetrics(stream string) *Metrics {
 		"Confirmed rows --retention deleted from the outbox table.")
 	m.nullSkipped = f.counter("outboxd_null_payloads_skipped_total",
 		"Rows with a NULL payload that --null-payload skip left unpublished.")
+	m.streamChecks = f.counterVec("outboxd_stream_checks_total",
+		"Sampled checks that the stream still holds an acknowledged message at its sequence (--stream-check-interval), by result: "+
+			"ok, missing (deleted or lost), replaced (another message at its sequence: acknowledged messages were lost), "+
+			"expired (removed by the stream's limits), error (could not tell).", "result")
+	for _, result := range StreamCheckResults {
+		m.streamChecks.WithLabelValues(result)
+	}
 	f.gaugeFunc("outboxd_in_flight_messages", "Messages published but not yet acknowledged.", func() float64 {
 		if p := m.progress.Load(); p != nil {
 			return float64((*p).InFlight())
@@ -168,6 +176,21 @@ func (m *Metrics) Reconnected(target string) { m.reconnects.WithLabelValues(targ
 
 // RetentionDeleted counts rows --retention deleted.
 func (m *Metrics) RetentionDeleted(rows int64) { m.retentionRows.Add(float64(rows)) }
+
+// The results of a stream check (outboxd_stream_checks_total).
+const (
+	CheckOK       = "ok"
+	CheckMissing  = "missing"
+	CheckReplaced = "replaced"
+	CheckExpired  = "expired"
+	CheckError    = "error"
+)
+
+// StreamCheckResults lists every result of a stream check.
+var StreamCheckResults = []string{CheckOK, CheckMissing, CheckReplaced, CheckExpired, CheckError}
+
+// StreamChecked counts a stream check's result.
+func (m *Metrics) StreamChecked(result string) { m.streamChecks.WithLabelValues(result).Inc() }
 
 // NullPayloadSkipped counts a row --null-payload skip left unpublished.
 func (m *Metrics) NullPayloadSkipped() { m.nullSkipped.Inc() }
