@@ -109,7 +109,10 @@ func (c *streamCheck) check(ctx context.Context, s storedSample) string {
 		bad().Msg("stream check: the stream no longer holds an event it acknowledged (deleted, or lost); " +
 			"run the verify command to find every missing event, and replay them")
 	case telemetry.CheckError:
-		c.log.Warn().Err(err).Uint64("stream_seq", s.seq).Msg("stream check: cannot read the sampled message")
+		c.log.Warn().Err(err).Uint64("stream_seq", s.seq).
+			Str("fix", "let the NATS user publish to $JS.API.STREAM.MSG.GET."+c.stream+" ($JS.API.DIRECT.GET."+c.stream+
+				" if the stream allows direct gets), or turn the check off with --stream-check-interval 0").
+			Msg("stream check: cannot read the sampled message")
 	}
 	return result
 }

@@ -33,12 +33,13 @@ var adminUser = &server.User{Username: "admin", Password: adminPassword}
 // publishing to subjects under publish. Each entry was checked by taking it
 // away: without it outboxd does not start or never confirms a row. The two
 // CREATE subjects are needed only while the stream and the bucket do not
-// exist yet.
+// exist yet, MSG.GET only for the stream check.
 func outboxdPermissions(publish ...string) *server.Permissions {
 	allow := []string{
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.OUTBOX",
 		"$JS.API.STREAM.CREATE.OUTBOX",
+		"$JS.API.STREAM.MSG.GET.OUTBOX",
 		"$JS.API.STREAM.INFO.KV_outboxd",
 		"$JS.API.STREAM.CREATE.KV_outboxd",
 		"$JS.API.DIRECT.GET.KV_outboxd.>",
