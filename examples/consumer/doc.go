@@ -22,7 +22,10 @@
 //		}}
 //	err = c.Run(ctx, cons)
 //
-// The README section "Consuming events idempotently" explains it. The
-// package lives under internal/ because it is an example to copy, not an
-// API that outboxd promises to keep.
+// The README section "Consuming events idempotently" explains it. It is
+// the smallest form of the pattern, an example to read, not an API that
+// outboxd promises to keep: applications import
+// github.com/outboxd/outboxd/inbox, the supported package, which adds
+// per-aggregate order over parallel partitions, dead letters and inbox
+// retention (docs/inbox.md).
 package consumer
