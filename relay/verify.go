@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/outboxd/outboxd/checkpoint"
 )
 
@@ -23,6 +21,14 @@ type VerifyConfig struct {
 	// checkpoint was saved (now, without a checkpoint): later rows may not
 	// be published yet.
 	Until time.Time
+	// Progress receives a progress bar of the stream's reading when
+	// Terminal is set (stderr is a terminal); nothing otherwise.
+	Progress io.Writer
+	Terminal bool
+
+	// chunk is how many message ids are held before they are copied to
+	// PostgreSQL; zero means verifyChunk. Tests make it small.
+	chunk int
 }
 
 // verifyMargin is how long before the checkpoint's save the default
@@ -90,27 +96,18 @@ func (r VerifyReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// streamEntry is where the stream holds an id, and how often.
-type streamEntry struct {
-	seq   uint64
-	count uint32
-	// matched is set once a row in range has the id.
-	matched bool
-}
-
 // Verify compares the outbox rows created in [Since, Until) with the
-// stream's messages by Nats-Msg-Id, reading the stream since Since (less
-// the clocks' margin) and the table in (created_at, id) order. It holds
-// one entry per message read in memory. The error is ErrVerifyFailed when
-// a row is lost or duplicated; the report says which.
+// stream's messages by Nats-Msg-Id. It reads the stream's headers since
+// Since (less the clocks' margin) into a temporary table on its own
+// PostgreSQL connection, a chunk at a time, and compares there: its
+// memory is one chunk however long the stream is. The error is
+// ErrVerifyFailed when a row is lost or duplicated; the report says which.
 func Verify(ctx context.Context, cfg VerifyConfig, env Env) (VerifyReport, error) {
 	r := VerifyReport{Since: cfg.Since, Until: cfg.Until, UntilFrom: "--until"}
 	if cfg.messagesOnly() {
 		return r, errors.New("--table is empty: verify compares the rows of an outbox table with the stream (logical messages leave no rows)")
 	}
-	idCol, _ := cfg.Columns.Mapped("id")
-	createdAt, ok := cfg.Columns.Mapped("created_at")
-	if !ok {
+	if _, ok := cfg.Columns.Mapped("created_at"); !ok {
 		return r, errors.New("verify selects rows by created_at, and --columns maps none: map it (e.g. created_at=CreatedAt)")
 	}
 	js, err := newJetStream(env.NATS)
@@ -125,25 +122,33 @@ func Verify(ctx context.Context, cfg VerifyConfig, env Env) (VerifyReport, error
 	if !r.Until.After(r.Since) {
 		return r, fmt.Errorf("--until %s is not after --since %s: nothing to verify", r.Until.Format(time.RFC3339), r.Since.Format(time.RFC3339))
 	}
-	inStream := make(map[string]*streamEntry)
-	err = readStreamSince(ctx, js, cfg.Stream, cfg.Since.Add(-sinceSkew), func(id string, seq uint64) {
-		r.Messages++
-		if e := inStream[id]; e != nil {
-			e.count++
-			return
-		}
-		inStream[id] = &streamEntry{seq: seq, count: 1}
-	})
+	conn, err := ConnectPostgres(ctx, cfg.PGURL)
 	if err != nil {
 		return r, err
 	}
-	if err := verifyRows(ctx, cfg, idCol, createdAt, inStream, &r); err != nil {
+	// Closing the session drops the temporary table.
+	defer conn.Close(context.WithoutCancel(ctx))
+	typ, err := createdAtType(ctx, conn, cfg)
+	if err != nil {
 		return r, err
 	}
-	for _, e := range inStream {
-		if !e.matched {
-			r.NotInTable++
-		}
+	if err := createVerifyTable(ctx, conn); err != nil {
+		return r, err
+	}
+	chunk := cfg.chunk
+	if chunk <= 0 {
+		chunk = verifyChunk
+	}
+	spill := newIDSpill(conn, chunk)
+	progress := &verifyProgress{out: cfg.Progress, terminal: cfg.Terminal}
+	read, err := copyStreamSince(ctx, js, cfg.Stream, cfg.Since.Add(-sinceSkew), spill, progress)
+	if err != nil {
+		return r, err
+	}
+	r.Messages = int(read)
+	progress.comparing(read)
+	if err := compareWithTable(ctx, conn, cfg, typ, &r); err != nil {
+		return r, err
 	}
 	if !r.OK() {
 		return r, ErrVerifyFailed
@@ -166,83 +171,6 @@ func defaultUntil(ctx context.Context, cfg VerifyConfig, env Env) (time.Time, st
 		return time.Now().Add(-verifyMargin), "a minute ago: no checkpoint saved", nil
 	}
 	return time.Time{}, "", fmt.Errorf("load checkpoint from %s for --until's default (give --until): %w", store, err)
-}
-
-// verifyRows reads the table's rows in range and checks each against the
-// stream: present, once, and after the rows of its aggregate created
-// earlier.
-func verifyRows(ctx context.Context, cfg VerifyConfig, idCol, createdAt string, inStream map[string]*streamEntry, r *VerifyReport) error {
-	conn, err := ConnectPostgres(ctx, cfg.PGURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	typ, err := columnType(ctx, conn, cfg.Table, createdAt)
-	if err != nil {
-		return err
-	}
-	aggregate := "''"
-	if col, ok := cfg.Columns.Mapped("aggregate_id"); ok {
-		aggregate = pgx.Identifier{col}.Sanitize() + "::text"
-	}
-	at := pgx.Identifier{createdAt}.Sanitize()
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT %s::text, %s, %s::text FROM %s WHERE %s >= %s AND %s < %s ORDER BY %s, 1`,
-		pgx.Identifier{idCol}.Sanitize(), aggregate, at, cfg.Table, at, timeIn(r.Since, typ, cfg.Retention.CreatedAtZone),
-		at, timeIn(r.Until, typ, cfg.Retention.CreatedAtZone), at))
-	if err != nil {
-		return fmt.Errorf("read the rows of %s: %w", cfg.Table, err)
-	}
-	defer rows.Close()
-	orders := make(map[string]*aggregateOrder)
-	var id, agg, created string
-	for rows.Next() {
-		if err := rows.Scan(&id, &agg, &created); err != nil {
-			return fmt.Errorf("read the rows of %s: %w", cfg.Table, err)
-		}
-		r.Rows++
-		id = cfg.IDPrefix + id
-		e := inStream[id]
-		switch {
-		case e == nil:
-			r.Lost.add(id)
-			continue
-		case e.count > 1:
-			r.Duplicated.add(id)
-		}
-		e.matched = true
-		o := orders[agg]
-		if o == nil {
-			o = &aggregateOrder{}
-			orders[agg] = o
-		}
-		if !o.next(created, e.seq) {
-			r.Reordered.add(id)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the rows of %s: %w", cfg.Table, err)
-	}
-	return nil
-}
-
-// aggregateOrder follows one aggregate's rows in created_at order: a row
-// must be stored after every row of the aggregate created earlier. Rows
-// that share created_at (one transaction's, with the default now()) are
-// not ordered among themselves.
-type aggregateOrder struct {
-	createdAt string
-	before    uint64 // the highest stream sequence of earlier created_at values
-	current   uint64 // the highest of this created_at
-}
-
-// next takes the aggregate's next row and reports whether its stream
-// sequence is after the rows created earlier.
-func (o *aggregateOrder) next(createdAt string, seq uint64) bool {
-	if createdAt != o.createdAt {
-		o.before, o.current, o.createdAt = max(o.before, o.current), 0, createdAt
-	}
-	o.current = max(o.current, seq)
-	return seq > o.before
 }
 
 // timeIn is t as SQL for comparing with a column of type typ: a timestamp
