@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -60,6 +61,18 @@ func checkTransactions(t *testing.T, srv *natstest.Server, items []Item, splits 
 	}
 }
 
+// publishAll publishes items with p, and checks that every one is
+// acknowledged in order and stored.
+func publishAll(ctx context.Context, t *testing.T, p *Publisher, srv *natstest.Server, tmpl *Template, items []Item) {
+	t.Helper()
+	a := newAcker()
+	if err := run(ctx, p, items, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, a, len(items))
+	checkStored(t, srv, "OUTBOX", tmpl, items)
+}
+
 // unbatched, as a split reason to check, stands for a transaction
 // published message by message without HeaderTxSplit: after the stream
 // refused atomic batches.
@@ -101,13 +114,8 @@ func TestAtomicTransactions(t *testing.T) {
 			tmpl := testTemplate(t, defaultTemplate)
 			setupStream(t, js, "OUTBOX", tmpl)
 			items := txItems(t, sizes...)
-			a := newAcker()
 			p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Fast: fast, Atomic: true})
-			if err := run(ctx, p, items, a, nil); err != nil {
-				t.Fatal(err)
-			}
-			checkAcks(t, a, len(items))
-			checkStored(t, srv, "OUTBOX", tmpl, items)
+			publishAll(ctx, t, p, srv, tmpl, items)
 			checkTransactions(t, srv, items, splits)
 		})
 	}
@@ -222,12 +230,7 @@ func TestAtomicStreamRefuses(t *testing.T) {
 	}
 	items := txItems(t, 1, 3, 4)
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Atomic: true})
-	a := newAcker()
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkAcks(t, a, len(items))
-	checkStored(t, srv, "OUTBOX", tmpl, items)
+	publishAll(ctx, t, p, srv, tmpl, items)
 	checkTransactions(t, srv, items, []string{"", SplitRefused, unbatched})
 }
 
@@ -244,12 +247,7 @@ func TestAtomicLearnsLimit(t *testing.T) {
 	obs := &countingObserver{}
 	p := newTestPublisher(t, js, nc.MaxPayload(), Config{Stream: "OUTBOX", Subject: tmpl, Atomic: true,
 		AtomicLimit: 2 * MaxAtomicBatch, Observer: obs})
-	a := newAcker()
-	if err := run(ctx, p, items, a, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkAcks(t, a, len(items))
-	checkStored(t, srv, "OUTBOX", tmpl, items)
+	publishAll(ctx, t, p, srv, tmpl, items)
 	checkTransactions(t, srv, items, []string{SplitTooLarge, "", SplitTooLarge})
 	if _, _, _, _, failures := obs.counts(); failures != 0 {
 		t.Errorf("%d publish failures reported, want 0: a refusal for size is no failure", failures)
