@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,8 +26,13 @@ aggregate, with examples. It exits 1 when a row is lost or duplicated.
 --until defaults to a minute before the checkpoint was saved: rows created
 later may not be published yet. Rows deleted from the table (by --retention
 or by hand) cannot be verified; messages of no row in the range are counted,
-not faults. It changes nothing, and holds one entry per message read in
-memory (about 100 bytes each).`,
+not faults. It changes nothing but an ephemeral consumer and a temporary
+table on its own PostgreSQL session, both gone when it ends: it copies the
+stream's message ids to the table in chunks of 10,000 and compares in SQL,
+so its memory stays the same however many rows it verifies. The role needs
+the TEMP privilege, and --pg-url the primary (a standby cannot create a
+temporary table). On a terminal it draws a progress bar on stderr while it
+reads the stream.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&since, "since", "", "first created_at to verify (RFC 3339, e.g. 2026-12-06T14:00:00Z); required")
@@ -41,6 +47,7 @@ memory (about 100 bytes each).`,
 			return err
 		}
 		defer env.NATS.Close()
+		cfg.Progress, cfg.Terminal = os.Stderr, isTerminal(os.Stderr)
 		report, err := relay.Verify(cmd.Context(), cfg, env)
 		if err != nil && !errors.Is(err, relay.ErrVerifyFailed) {
 			return err
