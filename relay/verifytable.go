@@ -157,11 +157,6 @@ func createdAtType(ctx context.Context, conn *pgx.Conn, cfg VerifyConfig) (strin
 func compareWithTable(ctx context.Context, conn *pgx.Conn, cfg VerifyConfig, typ string, r *VerifyReport) error {
 	idCol, _ := cfg.Columns.Mapped("id")
 	createdAt, _ := cfg.Columns.Mapped("created_at")
-	// The planner has no statistics of a temporary table otherwise:
-	// autovacuum does not see it.
-	if _, err := conn.Exec(ctx, "ANALYZE pg_temp."+verifyTable); err != nil {
-		return fmt.Errorf("analyze verify's temporary table: %w", err)
-	}
 	aggregate := "''"
 	if col, ok := cfg.Columns.Mapped("aggregate_id"); ok {
 		aggregate = pgx.Identifier{col}.Sanitize() + "::text"
