@@ -166,6 +166,12 @@ func compareWithTable(ctx context.Context, conn *pgx.Conn, cfg VerifyConfig, typ
 		timeIn(r.Since, typ, cfg.Retention.CreatedAtZone), timeIn(r.Until, typ, cfg.Retention.CreatedAtZone))
 	err := conn.QueryRow(ctx, query, cfg.IDPrefix, maxExamples).Scan(&r.Rows, &r.Lost.Count, &r.Duplicated.Count, &r.Reordered.Count,
 		&r.NotInTable, &r.Lost.Examples, &r.Duplicated.Examples, &r.Reordered.Examples)
+	var pgErr *pgconn.PgError
+	if err != nil && ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" { // query_canceled
+		return fmt.Errorf("compare the rows of %s with the stream: the comparison ran past the role's statement_timeout: "+
+			"verify a shorter range (--since, --until), or let it run longer, e.g. ALTER ROLE %s SET statement_timeout = 0 for the role in --pg-url: %w",
+			cfg.Table, pgx.Identifier{conn.Config().User}.Sanitize(), err)
+	}
 	if err != nil {
 		return fmt.Errorf("compare the rows of %s with the stream: %w", cfg.Table, err)
 	}
