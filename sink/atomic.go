@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -286,7 +288,8 @@ func (t *transactions) commit(ctx context.Context, batch []pending) (lastSeq uin
 			return 0, SplitInStream, nil
 		case apiErr != nil && apiErr.ErrorCode == codeAtomicTooLarge:
 			// The server's limit is below ours: learn it.
-			t.limit = max(len(batch)-1, 2)
+			t.limit = serverLimit(apiErr.Description, len(batch))
+			t.p.log.Info().Int("limit", t.limit).Msg("the server takes smaller atomic batches; larger transactions go message by message")
 			return 0, SplitTooLarge, nil
 		case apiErr != nil && apiErr.ErrorCode == codeAtomicDisabled:
 			t.p.log.Warn().Err(err).Msg("the stream refuses atomic batches; publishing message by message from now on")
@@ -328,6 +331,17 @@ func (t *transactions) send(ctx context.Context, batch []pending) (lastSeq uint6
 		return 0, err
 	}
 	return ack.Sequence, nil
+}
+
+// serverLimit reads the server's batch limit from its refusal of a batch
+// of size messages ("atomic publish batch is too large: 500"); one less
+// than size when it does not say.
+func serverLimit(refusal string, size int) int {
+	_, after, found := strings.Cut(refusal, ": ")
+	if n, err := strconv.Atoi(after); found && err == nil && n >= 2 && n < size {
+		return n
+	}
+	return max(size-1, 2)
 }
 
 // xidOf is the transaction id of an item, event or dead letter.

@@ -254,6 +254,25 @@ func TestAtomicLearnsLimit(t *testing.T) {
 	}
 }
 
+func TestServerLimit(t *testing.T) {
+	for _, tc := range []struct {
+		refusal string
+		size    int
+		want    int
+	}{
+		{"atomic publish batch is too large: 1000", 1002, 1000},
+		{"atomic publish batch is too large: 50", 1002, 50},
+		{"atomic publish batch is too large", 1002, 1001}, // says no limit
+		{"atomic publish batch is too large: lots", 1002, 1001},
+		{"atomic publish batch is too large: 2000", 1002, 1001}, // not below the refused size
+		{"atomic publish batch is too large: 1", 3, 2},
+	} {
+		if got := serverLimit(tc.refusal, tc.size); got != tc.want {
+			t.Errorf("serverLimit(%q, %d) = %d, want %d", tc.refusal, tc.size, got, tc.want)
+		}
+	}
+}
+
 func TestAtomicNotWithExclusive(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := newJetStream(t, srv)
