@@ -88,7 +88,11 @@ func (p *Publisher) runAtomic(ctx context.Context, in <-chan Item, acks acker) e
 	g.Go(func() error { return p.runSingly(gctx, single, counted, func() int { return len(single) + len(in) }) })
 	g.Go(func() error {
 		defer close(single)
-		t := &transactions{p: p, single: single, acks: counted, limit: p.cfg.AtomicLimit}
+		// The gatherer builds messages in its own goroutine, so it gets a
+		// copy of the publisher: building caches the last transaction's
+		// header values (lastTx), which two goroutines must not share.
+		own := *p
+		t := &transactions{p: &own, single: single, acks: counted, limit: p.cfg.AtomicLimit}
 		return t.run(gctx, in)
 	})
 	return g.Wait()

@@ -166,7 +166,7 @@ type Publisher struct {
 	cfg        Config
 	maxPayload int64
 	log        zerolog.Logger
-	lastTx     txFields // Run's goroutine only
+	lastTx     txFields // one goroutine's only: atomic mode's gatherer has a copy of the Publisher
 }
 
 // NewPublisher checks cfg and returns a publisher on js. maxPayload is the
