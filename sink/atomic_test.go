@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/outboxd/outboxd/event"
@@ -212,19 +211,16 @@ func TestAtomicDeadLetter(t *testing.T) {
 	}
 }
 
-// TestAtomicStreamRefuses: a stream that does not take atomic batches
-// (allow_atomic off after the start check) refuses the first; that
-// transaction goes message by message saying so, and so does everything
-// after it, without a header: nothing is lost.
+// TestAtomicStreamRefuses: a stream that does not take atomic batches (no
+// allow_atomic, as when a stream is changed after the start check)
+// refuses the first; that transaction goes message by message saying so,
+// and so does everything after it, without a header: nothing is lost.
 func TestAtomicStreamRefuses(t *testing.T) {
 	ctx := testCtx(t)
 	srv := natstest.Start(t)
 	nc, js := newJetStream(t, srv)
 	tmpl := testTemplate(t, defaultTemplate)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{tmpl.Filter()},
-		Storage: jetstream.FileStorage, Duplicates: DefaultDuplicateWindow}); err != nil {
-		t.Fatal(err)
-	}
+	createPlainStream(ctx, t, js, tmpl)
 	if err := CheckAtomicBatch(ctx, js, "OUTBOX"); err == nil || !strings.Contains(err.Error(), "allow_atomic") {
 		t.Fatalf("CheckAtomicBatch = %v, want one naming allow_atomic", err)
 	}

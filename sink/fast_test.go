@@ -115,10 +115,7 @@ func TestFastStreamRefuses(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := newJetStream(t, srv)
 	tmpl := testTemplate(t, defaultTemplate)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{tmpl.Filter()},
-		Storage: jetstream.FileStorage, Duplicates: DefaultDuplicateWindow}); err != nil {
-		t.Fatal(err)
-	}
+	createPlainStream(ctx, t, js, tmpl)
 	items := newEventBuilder(t).items(3000, 10, 64)
 	a := newAcker()
 	obs := &countingObserver{}

@@ -291,6 +291,16 @@ func setupStream(tb testing.TB, js jetstream.JetStream, name string, tmpl *Templ
 	}
 }
 
+// createPlainStream creates stream OUTBOX for tmpl as a user might, with
+// neither allow_batched nor allow_atomic.
+func createPlainStream(ctx context.Context, tb testing.TB, js jetstream.JetStream, tmpl *Template) {
+	tb.Helper()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{tmpl.Filter()},
+		Storage: jetstream.FileStorage, Duplicates: DefaultDuplicateWindow}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // newTestPublisher returns a publisher on js for the stream with fast
 // retries.
 func newTestPublisher(tb testing.TB, js jetstream.JetStream, maxPayload int64, cfg Config) *Publisher {
