@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/outboxd/outboxd/checkpoint"
 )
 
@@ -15,8 +17,11 @@ import (
 // and stream, and the rows created in [Since, Until).
 type VerifyConfig struct {
 	Config
-	// Since is the first created_at verified.
+	// Since is the first created_at verified. Zero with SinceLSN.
 	Since time.Time
+	// SinceLSN, when set, stands for Since: the commit time, less a
+	// minute, of the first event in the stream committed at or after it.
+	SinceLSN pglogrepl.LSN
 	// Until bounds created_at (exclusive). Zero: a minute before the
 	// checkpoint was saved (now, without a checkpoint): later rows may not
 	// be published yet.
@@ -113,6 +118,12 @@ func Verify(ctx context.Context, cfg VerifyConfig, env Env) (VerifyReport, error
 	js, err := newJetStream(env.NATS)
 	if err != nil {
 		return r, err
+	}
+	if cfg.SinceLSN != 0 {
+		if cfg.Since, err = sinceFromLSN(ctx, js, cfg.Stream, cfg.SinceLSN); err != nil {
+			return r, err
+		}
+		r.Since = cfg.Since
 	}
 	if r.Until.IsZero() {
 		if r.Until, r.UntilFrom, err = defaultUntil(ctx, cfg, env); err != nil {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/relay"
@@ -14,7 +16,7 @@ import (
 func newVerifyCommand() *cobra.Command {
 	var since, until string
 	cmd := &cobra.Command{
-		Use:   "verify --since TIME [--until TIME]",
+		Use:   "verify --since TIME|LSN [--until TIME]",
 		Short: "Check that the stream holds every outbox row created in a time range exactly once, in order",
 		Long: `Compare the outbox rows created (by created_at) from --since until --until with
 the stream's messages, by Nats-Msg-Id: it reads the stream's headers since
@@ -35,7 +37,7 @@ temporary table). On a terminal it draws a progress bar on stderr while it
 reads the stream.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.Flags().StringVar(&since, "since", "", "first created_at to verify (RFC 3339, e.g. 2026-12-06T14:00:00Z); required")
+	cmd.Flags().StringVar(&since, "since", "", "first created_at to verify (RFC 3339, e.g. 2026-12-06T14:00:00Z), or an LSN (e.g. 0/1A2B3C8): the commit time, less a minute, of the first event in the stream committed at or after it; required")
 	cmd.Flags().StringVar(&until, "until", "", "created_at to verify up to, exclusive (RFC 3339); default: a minute before the checkpoint was saved")
 	withRunSettings(cmd, func(cmd *cobra.Command, run runConfig) error {
 		cfg, err := verifyConfig(run, since, until)
@@ -68,14 +70,18 @@ func verifyConfig(run runConfig, since, until string) (relay.VerifyConfig, error
 		return cfg, errors.New("--since is required: the first created_at to verify, e.g. --since 2026-12-06T14:00:00Z")
 	}
 	var err error
-	if cfg.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
-		return cfg, fmt.Errorf("--since %q is not a time: use RFC 3339, e.g. 2026-12-06T14:00:00Z", since)
+	if strings.Contains(since, "/") {
+		if cfg.SinceLSN, err = pglogrepl.ParseLSN(since); err != nil || cfg.SinceLSN == 0 {
+			return cfg, fmt.Errorf("--since %q is not an LSN: write it as PostgreSQL does, e.g. 0/1A2B3C8 (or give a time, RFC 3339)", since)
+		}
+	} else if cfg.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
+		return cfg, fmt.Errorf("--since %q is not a time or an LSN: use RFC 3339, e.g. 2026-12-06T14:00:00Z, or an LSN, e.g. 0/1A2B3C8", since)
 	}
 	if until != "" {
 		if cfg.Until, err = time.Parse(time.RFC3339Nano, until); err != nil {
 			return cfg, fmt.Errorf("--until %q is not a time: use RFC 3339, e.g. 2026-12-06T15:00:00Z", until)
 		}
-		if !cfg.Until.After(cfg.Since) {
+		if cfg.SinceLSN == 0 && !cfg.Until.After(cfg.Since) {
 			return cfg, fmt.Errorf("--until %s is not after --since %s: give a later --until", until, since)
 		}
 	}

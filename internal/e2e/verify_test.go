@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/internal/testenv/checker"
 	"github.com/outboxd/outboxd/internal/testenv/pgtest"
+	"github.com/outboxd/outboxd/sink"
 )
 
 // TestVerify: outboxd verify passes on a clean run, and finds a message
@@ -51,6 +52,21 @@ func TestVerify(t *testing.T) {
 	}
 	verify(0, "): 30; messages in the stream since then: 30", "lost (no message): 0\n", "duplicated (stored more than once): 0\n",
 		"out of created_at order within their aggregate: 0\n")
+
+	// --since LSN: from a minute before the first transaction's commit,
+	// the same rows.
+	first := msgs[0].Header.Get(sink.HeaderLSN)
+	committed, err := time.Parse(time.RFC3339Nano, msgs[0].Header.Get(sink.HeaderCommitTime))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSince := "rows created from " + committed.Add(-time.Minute).UTC().Format(time.RFC3339) + " until "
+	byLSN := e.start("verify", "--pg-url", e.dsn, "--nats-url", e.url(), "--slot", e.slot, "--stream", streamName,
+		"--since", first, "--until", until.Format(time.RFC3339Nano))
+	if code, out := byLSN.wait(time.Minute), byLSN.output.String(); code != 0 || !contains(out, wantSince) ||
+		!contains(out, "): 30; messages in the stream since then: 30") {
+		t.Errorf("verify --since %s exited %d, want 0, %q and the 30 rows:\n%s", first, code, wantSince, tail(out, 10))
+	}
 
 	js := e.js()
 	stream, err := js.Stream(ctx, streamName)
