@@ -99,7 +99,7 @@ func (c *streamCheck) check(ctx context.Context, s storedSample) string {
 	result, found, err := c.read(ctx, s)
 	bad := func() *zerolog.Event {
 		return c.log.Error().Str("event_id", s.id).Uint64("stream_seq", s.seq).Str("committed", s.committed).
-			Str("verify", "outboxd verify --since "+s.committed)
+			Str("verify", "outboxd verify --since "+verifySince(s.committed))
 	}
 	switch result {
 	case telemetry.CheckReplaced:
@@ -115,6 +115,16 @@ func (c *streamCheck) check(ctx context.Context, s storedSample) string {
 			Msg("stream check: cannot read the sampled message")
 	}
 	return result
+}
+
+// verifySince is the --since that covers an event committed at committed:
+// a minute earlier, since its row was created before the commit.
+func verifySince(committed string) string {
+	t, err := time.Parse(time.RFC3339Nano, committed)
+	if err != nil {
+		return committed
+	}
+	return t.Add(-sinceLSNMargin).UTC().Format(time.RFC3339)
 }
 
 // read reads the sample's sequence: the result, and the id of the message

@@ -84,6 +84,15 @@ func TestStreamCheck(t *testing.T) {
 	}
 }
 
+func TestVerifySince(t *testing.T) {
+	if got, want := verifySince("2026-12-06T14:00:30.123456789Z"), "2026-12-06T13:59:30Z"; got != want {
+		t.Errorf("verifySince = %q, want %q: a minute before the commit", got, want)
+	}
+	if got := verifySince("garbled"); got != "garbled" {
+		t.Errorf("verifySince(garbled) = %q, want it as it came", got)
+	}
+}
+
 func createCheckStream(ctx context.Context, t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}}); err != nil {
