@@ -67,6 +67,10 @@ func TestAtomicTransactionsWhole(t *testing.T) {
 			t.Logf("kill %d: no consumer halfway through a transaction for 10 s", i+1)
 		}
 		p.kill()
+		// A batch whose commit the server is storing as outboxd dies is
+		// stored whole a moment later (its window, not outboxd's): read
+		// the stream once it stopped growing.
+		waitStreamSettled(t, e.js())
 		whileDown = append(whileDown, e.readStream(e.js(), 0, time.Second))
 		t.Logf("kill -9 #%d after %d committed events; the stream held %d", i+1, check.Count(), len(whileDown[i]))
 		p = e.start(args...)
@@ -132,6 +136,27 @@ func followStream(t *testing.T, js jetstream.JetStream, txSize *sync.Map) <-chan
 		<-cc.Closed()
 	})
 	return halfway
+}
+
+// waitStreamSettled waits until the stream's last sequence stays the same
+// for 200 ms (at most 10 s).
+func waitStreamSettled(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var last uint64
+	for same := 0; same < 4; {
+		stream, err := js.Stream(ctx, streamName)
+		if err != nil {
+			t.Fatalf("the stream did not settle: %v", err)
+		}
+		if seq := stream.CachedInfo().State.LastSeq; seq == last {
+			same++
+		} else {
+			last, same = seq, 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func txOf(m message) string {
