@@ -93,6 +93,7 @@ func TestVerifySince(t *testing.T) {
 	}
 }
 
+// createCheckStream creates stream OUTBOX capturing outbox.>.
 func createCheckStream(ctx context.Context, t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}}); err != nil {

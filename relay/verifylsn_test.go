@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/internal/testenv/natstest"
 	"github.com/outboxd/outboxd/sink"
@@ -22,9 +21,7 @@ func TestSinceFromLSN(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	js := natstest.Start(t).JetStream(t)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	createCheckStream(ctx, t, js)
 	base := time.Date(2026, 12, 6, 14, 0, 0, 0, time.UTC)
 	publish := func(msg *nats.Msg) uint64 {
 		t.Helper()
